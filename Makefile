@@ -1,0 +1,28 @@
+# make demo: the main job on its default scenario; make test: every test.
+# Both create .venv in the repo root and install what they need.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tierlab compare --machine optane-2tier --scale $${SCALE:-1/8} \
+	  --workloads gups:uniform,gups:hotset,gups:dynamic --policies static,oracle \
+	  --allocs $${ALLOC:-dram-preferred} --baseline static --out $${OUT:-demo-out}
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) demo-out .pytest_cache

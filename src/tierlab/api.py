@@ -1,0 +1,120 @@
+"""The Python API: the CLI's verbs as functions (DESIGN.md, "Python API").
+
+    import tierlab
+    rec = tierlab.run(machine="optane-2tier", workload="gups:hotset", policy="oracle")
+    recs = tierlab.compare(machines=["optane-2tier"], workloads=["gups:uniform"],
+                           policies=["static", "oracle"], baseline="static")
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from .engine import Simulation
+from .machines import Machine, load_machine
+from .policies import ALLOCS, POLICIES, AllocPolicy, Policy
+from .registry import Spec
+from .reports.results import add_speedups
+from .workloads import WORKLOADS, Workload
+
+
+def make_machine(m, scale: float = 1.0) -> Machine:
+    return m if isinstance(m, Machine) else load_machine(str(m), scale)
+
+
+def make_workload(w, scale: float = 1.0, seed: int = 0) -> Workload:
+    if isinstance(w, Workload):
+        return w
+    wl = WORKLOADS.create(Spec.parse(str(w)), scale=scale, seed=seed)
+    wl.name = str(w)
+    return wl
+
+
+def make_policy(p) -> Policy:
+    if isinstance(p, Policy):
+        return p
+    pol = POLICIES.create(Spec.parse(str(p)))
+    pol.spec = str(p)
+    return pol
+
+
+def make_alloc(a) -> AllocPolicy:
+    return a if isinstance(a, AllocPolicy) else ALLOCS.create(Spec.parse(str(a)))
+
+
+def simulation(machine="optane-2tier", workload="gups:hotset", policy="static",
+               alloc="dram-preferred", seed: int = 0, scale: float = 1.0,
+               progress=None) -> Simulation:
+    """Build a Simulation without running it (for notebooks and tests)."""
+    return Simulation(make_machine(machine, scale), make_workload(workload, scale, seed),
+                      make_policy(policy), make_alloc(alloc), seed=seed, progress=progress)
+
+
+def run(machine="optane-2tier", workload="gups:hotset", policy="static",
+        alloc="dram-preferred", seed: int = 0, scale: float = 1.0, progress=None) -> dict:
+    """Run one simulation; returns its run record (see reports/results.py)."""
+    rec = simulation(machine, workload, policy, alloc, seed, scale, progress).run()
+    rec["machine"] = str(machine) if not isinstance(machine, Machine) else machine.name
+    rec["scale"] = scale
+    return rec
+
+
+@dataclass(frozen=True)
+class Job:
+    machine: str
+    workload: str
+    policy: str
+    alloc: str
+    seed: int
+    scale: float
+
+
+def _run_job(job: Job) -> dict:
+    return run(job.machine, job.workload, job.policy, job.alloc, job.seed, job.scale)
+
+
+def jobs_for(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,),
+             scale: float = 1.0) -> list[Job]:
+    return [Job(m, w, p, a, s, scale) for m in machines for w in workloads
+            for a in allocs for s in seeds for p in policies]
+
+
+def validate(jobs: list[Job]) -> None:
+    """Build every distinct machine/workload/policy/alloc once, so bad names fail
+    before any run starts."""
+    for m in {j.machine for j in jobs}:
+        make_machine(m, jobs[0].scale)
+    for w in {j.workload for j in jobs}:
+        make_workload(w, jobs[0].scale)
+    for p in {j.policy for j in jobs}:
+        make_policy(p)
+    for a in {j.alloc for j in jobs}:
+        make_alloc(a)
+
+
+def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,),
+            scale: float = 1.0, baseline: str | None = None, jobs: int | None = None,
+            on_done=None) -> list[dict]:
+    """Run every combination; results are in a fixed order and do not depend on `jobs`
+    (each run is seeded on its own). `on_done(job, record)` is called as runs finish."""
+    todo = jobs_for(machines, workloads, policies, allocs, seeds, scale)
+    validate(todo)
+    jobs = jobs or os.cpu_count() or 1
+    results: list = [None] * len(todo)
+    if jobs <= 1 or len(todo) == 1:
+        for i, j in enumerate(todo):
+            results[i] = _run_job(j)
+            if on_done:
+                on_done(j, results[i])
+    else:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as ex:
+            futs = {ex.submit(_run_job, j): i for i, j in enumerate(todo)}
+            from concurrent.futures import as_completed
+            for f in as_completed(futs):
+                i = futs[f]
+                results[i] = f.result()
+                if on_done:
+                    on_done(todo[i], results[i])
+    add_speedups(results, baseline or policies[0])
+    return results

@@ -1,0 +1,233 @@
+"""The `tierlab` command (DESIGN.md, "CLI").
+
+Errors in what the user typed (unknown names, bad sizes, malformed files) print one
+line naming the bad value and the valid choices, and exit with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import api
+from .errors import TierlabError
+
+EPILOG = """\
+names take parameters:  gups:hotset,hot=4GiB,size=64GiB   masim:PATH   trace:PATH
+machines can be TOML files (see docs/machines.md); `tierlab list ...` shows the names.
+"""
+
+err = Console(stderr=True)
+out = Console()
+
+
+def _scale(text: str) -> float:
+    try:
+        if "/" in text:
+            a, b = text.split("/", 1)
+            v = float(a) / float(b)
+        else:
+            v = float(text)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"bad scale {text!r}: expected e.g. 0.125 or 1/8")
+    if not 0 < v <= 1024:
+        raise argparse.ArgumentTypeError(f"bad scale {text!r}: must be in (0, 1024]")
+    return v
+
+
+def _csv(text: str) -> list[str]:
+    items = [x.strip() for x in _split_top(text) if x.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("empty list")
+    return items
+
+
+def _split_top(text: str) -> list[str]:
+    """Split a list of specs on commas that start a new spec: a comma followed by a
+    word without '=' before the next ',' or ':' begins a new name (gups:hotset,hot=4GiB
+    stays one spec; static,oracle is two)."""
+    parts = text.split(",")
+    items: list[str] = []
+    for p in parts:
+        if items and ("=" in p or (":" in items[-1] and not _looks_like_name(p))):
+            items[-1] += "," + p
+        else:
+            items.append(p)
+    return items
+
+
+def _looks_like_name(p: str) -> bool:
+    from .machines import MACHINES
+    from .policies import ALLOCS, POLICIES
+    from .workloads import WORKLOADS
+    head = p.split(":", 1)[0].strip()
+    return any(head in r.names() for r in (WORKLOADS, POLICIES, ALLOCS, MACHINES))
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        if "-" in text and "," not in text:
+            a, b = text.split("-", 1)
+            return list(range(int(a), int(b) + 1))
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad seeds {text!r}: expected 0,1,2 or 0-4")
+
+
+def _progress():
+    return Progress(TextColumn("{task.description}"), BarColumn(),
+                    TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
+                    console=err, transient=True, disable=not err.is_terminal)
+
+
+def cmd_run(a) -> int:
+    with _progress() as prog:
+        task = prog.add_task(f"{a.policy} on {a.workload}", total=1.0)
+        rec = api.run(a.machine, a.workload, a.policy, a.alloc, a.seed, a.scale,
+                      progress=lambda f: prog.update(task, completed=f))
+    rec["speedup"] = None
+    from .reports.tables import results_table
+    out.print(results_table([rec], title=f"{a.machine} (scale {a.scale:g})"))
+    shares = ", ".join(f"{k} {100 * v:.1f}%" for k, v in rec["tier_access_share"].items())
+    out.print(f"accesses by tier: {shares}; monitor CPU {rec['monitor_cpu_seconds']:.3g} s")
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps([rec], indent=1))
+        out.print(f"wrote {a.json}")
+    return 0
+
+
+def cmd_compare(a) -> int:
+    from .reports.plots import plot_all
+    from .reports.results import write_results
+    from .reports.tables import results_table
+    machines = a.machine
+    baseline = a.baseline or a.policies[0]
+    if baseline not in a.policies:
+        raise TierlabError(f"baseline {baseline!r} is not among --policies "
+                           f"({', '.join(a.policies)})")
+    todo = api.jobs_for(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale)
+    api.validate(todo)
+    err.print(f"[bold]{len(todo)} runs[/] on {a.jobs} process(es)")
+    with _progress() as prog:
+        task = prog.add_task("runs", total=len(todo))
+        recs = api.compare(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale,
+                           baseline, a.jobs,
+                           on_done=lambda j, r: prog.advance(task))
+    outdir = Path(a.out)
+    for m in machines:
+        rs = [r for r in recs if r["machine"] == m]
+        out.print(results_table(rs, baseline, title=f"{m} (scale {a.scale:g})"))
+    jp, cp = write_results(recs, outdir)
+    pngs = plot_all(recs, baseline, outdir)
+    out.print(f"wrote {jp}, {cp}, " + ", ".join(str(p) for p in pngs))
+    return 0
+
+
+def cmd_list(a) -> int:
+    from rich.table import Table
+    from .machines import MACHINES
+    from .policies import ALLOCS, POLICIES
+    from .workloads import WORKLOADS
+    regs = {"machines": MACHINES, "workloads": WORKLOADS, "policies": POLICIES,
+            "allocs": ALLOCS}
+    try:
+        from .monitors import MONITORS
+        regs["monitors"] = MONITORS
+    except ImportError:
+        pass
+    kinds = [a.what] if a.what else list(regs)
+    for k in kinds:
+        if k not in regs:
+            raise TierlabError(f"unknown list {k!r}; valid: {', '.join(regs)}")
+        t = Table(title=k, show_header=False, title_justify="left")
+        t.add_column("name", style="bold")
+        t.add_column("what")
+        for name in regs[k].names():
+            t.add_row(name, regs[k].describe(name))
+        out.print(t)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tierlab", description="Tiered main memory placement: simulate, compare, "
+        "run for real.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    def common(sp, multi=False):
+        sp.add_argument("--machine", default=["optane-2tier"] if multi else "optane-2tier",
+                        type=_csv if multi else str,
+                        help="machine preset (with params) or TOML file "
+                        "(default: optane-2tier)")
+        sp.add_argument("--scale", type=_scale, default=1.0,
+                        help="shrink machine capacities, footprints and work together "
+                        "(e.g. 1/8); latencies and bandwidths stay (default: 1)")
+
+    r = sub.add_parser("run", help="simulate one workload under one policy",
+                       description="Simulate one workload on one machine under one "
+                       "placement policy and allocation policy.", epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(r)
+    r.add_argument("--workload", default="gups:hotset", help="workload spec "
+                   "(default: gups:hotset)")
+    r.add_argument("--policy", default="static", help="placement policy (default: static)")
+    r.add_argument("--alloc", default="dram-preferred",
+                   help="allocation policy: dram-preferred (default), dram-always, "
+                   "pm-preferred, pm-always")
+    r.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    r.add_argument("--json", metavar="FILE", help="write the run record (a one-element "
+                   "list, as results.json) to FILE")
+    r.set_defaults(fn=cmd_run)
+
+    c = sub.add_parser("compare", help="run policies x workloads, table + JSON/CSV + plots",
+                       description="Run every combination of workloads, policies, "
+                       "allocation policies and seeds; print a table of speedups over the "
+                       "baseline and write results.json, results.csv and PNG plots.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(c, multi=True)
+    c.add_argument("--workloads", type=_csv, required=True,
+                   help="comma-separated workload specs")
+    c.add_argument("--policies", type=_csv, required=True,
+                   help="comma-separated policies")
+    c.add_argument("--allocs", "--alloc", type=_csv, default=["dram-preferred"],
+                   help="comma-separated allocation policies (default: dram-preferred)")
+    c.add_argument("--baseline", help="policy to normalise to (default: the first)")
+    c.add_argument("--seeds", type=_seeds, default=[0], help="seeds, e.g. 0,1,2 or 0-4")
+    c.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="parallel processes (default: all cores); results do not "
+                   "depend on it")
+    c.add_argument("--out", required=True, help="output directory")
+    c.set_defaults(fn=cmd_compare)
+
+    li = sub.add_parser("list", help="list machines, workloads, policies, allocs, monitors")
+    li.add_argument("what", nargs="?", help="machines|workloads|policies|allocs|monitors")
+    li.set_defaults(fn=cmd_list)
+    return p
+
+
+def main(argv=None) -> int:
+    p = parser()
+    a = p.parse_args(argv)
+    if not a.cmd:
+        p.print_help()
+        return 2
+    if getattr(a, "jobs", 1) is not None and getattr(a, "jobs", 1) < 1:
+        p.error(f"bad --jobs {a.jobs}: must be >= 1")
+    try:
+        return a.fn(a)
+    except TierlabError as e:
+        err.print(f"tierlab: error: {e}", markup=False, highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        err.print("tierlab: interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,446 @@
+"""The simulation engine: clock, closed-loop progress, costs and metrics.
+
+DESIGN.md, "Engine": advances simulated time, runs components at their own periods,
+charges costs (access latency, bandwidth, migration copies and TLB shootdowns, hint
+faults, monitoring CPU) and records metrics. Between two events throughput is constant,
+so time advances analytically from event to event (workload changes keyed by work or
+time, component timers, metric samples, the end of the work).
+
+`Simulation` is also the backend interface policies see (keep it narrow): `now`,
+`machine`, `free(node)`, `node_of(pages)`, `migrate(pages, dst)`, `reclaim`, `every`,
+`charge_cpu`, `stall`, `rng_for`, `monitors`.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import time
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TierlabError
+from ..field import RateField
+from ..machines import Machine
+from ..policies.alloc import AllocPolicy
+from ..policies.base import Policy
+from ..units import PAGE
+from ..workloads.base import Workload
+from .memory import UNALLOC, Memory
+from .throughput import solve_throughput
+from .timeline import Timeline
+
+
+@dataclass
+class Costs:
+    """Mechanism costs (ALGORITHMS.md, "Hardware figures")."""
+
+    batch_pages: int = 512  #: pages per migration batch (one TLB shootdown each)
+    reclaim_scan_s: float = 50e-9  #: kswapd CPU per page scanned for victims
+    copy_cpu: bool = True  #: copies by a CPU thread (not DMA): CPU time = bytes / migrate_bw
+
+
+@dataclass
+class Stats:
+    promotions: int = 0
+    demotions: int = 0
+    pingpong: int = 0
+    migrated_bytes: int = 0
+    monitor_cpu_seconds: float = 0.0
+    migration_cpu_seconds: float = 0.0
+    app_stall_seconds: float = 0.0
+    reclaim_pages: int = 0
+    by_reason: dict = field(default_factory=dict)
+
+
+class Simulation:
+    """One run of one workload on one machine under one policy and allocation policy."""
+
+    def __init__(self, machine: Machine, workload: Workload, policy: Policy,
+                 alloc: AllocPolicy, seed: int = 0, metric_points: int = 200,
+                 pingpong_window: float = 10.0, progress=None, costs: Costs | None = None,
+                 max_sim_seconds: float = 1e7):
+        self.machine = machine
+        self.workload = workload
+        self.policy = policy
+        self.alloc = alloc
+        self.seed = int(seed)
+        self.costs = costs or Costs()
+        self.progress = progress
+        self.max_sim_seconds = max_sim_seconds
+        k = machine.nnodes
+        if workload.footprint_pages > machine.capacity_pages:
+            raise TierlabError(
+                f"workload {workload.name} needs {workload.footprint_pages * PAGE / 2**30:.3g} GiB"
+                f" but machine {machine.name} has {machine.capacity_pages * PAGE / 2**30:.3g} GiB;"
+                f" use a smaller workload or a larger machine (or --scale both)")
+        self.mem = Memory(machine, workload.npages)
+        self.stats = Stats()
+        self.now = 0.0
+        self.work = 0.0
+        self.timeline = Timeline(RateField.empty(workload.npages))
+        # per-node accesses per unit of work under the current field and placement
+        self._reads = np.zeros(k)
+        self._writes = np.zeros(k)
+        self._lat_r = [machine.read_latency_ns(i) for i in range(k)]
+        self._lat_w = [machine.write_latency_ns(i) for i in range(k)]
+        self._bw_r = [t.read_bw for t in machine.tiers]
+        self._bw_w = [t.write_bw for t in machine.tiers]
+        self._copy = np.zeros(k)  # bytes copied recently per node, decaying with tau 1 s
+        self._stall_pending = 0.0
+        self._timers: list = []
+        self._seq = 0
+        self._epoch = np.zeros(workload.npages, dtype=np.uint8)  # demotion stamps
+        self._pp_window = pingpong_window
+        self._clock_hand = np.zeros(k, dtype=np.int64)
+        self._spare_cores = machine.cores_per_socket - workload.threads
+        self.field_version = 0
+        self.alloc_version = 0
+        self.monitors: dict = {}
+        # metrics
+        self._acc = np.zeros(k)  # cumulative accesses per node
+        self._series = {"t": [], "work": [], "acc": []}
+        self._metric_points = metric_points
+        self._x = 0.0
+        self._x_dirty = True
+        self.wall_seconds = 0.0
+
+    # ------------------------------------------------------------------ backend API
+    @property
+    def nnodes(self) -> int:
+        return self.machine.nnodes
+
+    @property
+    def true_field(self) -> RateField:
+        """The workload's true rates: for the oracle only (`uses_true_rates`)."""
+        if not getattr(self.policy, "uses_true_rates", False):
+            raise RuntimeError("policies may not read the true rates (oracle only)")
+        return self.timeline.field
+
+    def free(self, node: int) -> int:
+        return int(self.mem.free[node])
+
+    def capacity(self, node: int) -> int:
+        return int(self.mem.capacity[node])
+
+    def node_of(self, pages) -> np.ndarray:
+        """Node of each page (255 = not allocated)."""
+        return self.mem.node[np.asarray(pages, dtype=np.int64)]
+
+    def rng_for(self, name: str) -> np.random.Generator:
+        """An independent random stream per component, fixed by the run's seed."""
+        return np.random.default_rng([self.seed, zlib.crc32(name.encode())])
+
+    def every(self, period: float, fn, offset: float | None = None) -> None:
+        """Call fn(now) every `period` simulated seconds (first after `offset`)."""
+        if period <= 0:
+            raise ValueError("period must be > 0")
+        t = self.now + (period if offset is None else offset)
+        self._seq += 1
+        heapq.heappush(self._timers, (t, self._seq, period, fn))
+
+    def stall(self, thread_seconds: float) -> None:
+        """The application loses `thread_seconds` of one thread's time (a fault handled
+        in its context, a synchronous copy); all threads are alike, so the run is
+        delayed by thread_seconds / threads."""
+        s = thread_seconds / max(self.workload.threads, 1)
+        self._stall_pending += s
+        self.stats.app_stall_seconds += s
+
+    def charge_cpu(self, seconds: float, kind: str = "monitor") -> None:
+        """CPU used by a background thread (kdamond, kswapd, a PEBS or policy thread).
+        It steals from the application only when no core is spare."""
+        if kind == "monitor":
+            self.stats.monitor_cpu_seconds += seconds
+        else:
+            self.stats.migration_cpu_seconds += seconds
+        if self._spare_cores <= 0:
+            self.stall(seconds)
+
+    def migrate(self, pages, dst: int, sync: bool = False, reason: str = "") -> int:
+        """Move pages to node `dst` as move_pages(2) would; returns pages moved.
+
+        Pages that are unallocated or already on `dst` are skipped; the move stops at
+        the node's min watermark (allocation of the target page fails below it). Costs:
+        the copy (bytes / migrate_bw) is CPU time of the mover, or an application stall
+        when `sync` (migration in the faulting thread's context); every batch of
+        `batch_pages` costs one TLB shootdown, which stalls all application threads;
+        the copy's traffic loads both nodes' bandwidth.
+        """
+        pages = np.asarray(pages, dtype=np.int64)
+        if len(pages) == 0:
+            return 0
+        cur = self.mem.node[pages]
+        pages = pages[(cur != UNALLOC) & (cur != dst)]
+        room = int(self.mem.free[dst] - self.mem.wmark_min[dst])
+        if room <= 0 or len(pages) == 0:
+            return 0
+        if len(pages) > room:
+            pages = pages[:room]
+        self._move(pages, dst, reason)
+        n = len(pages)
+        nbytes = n * PAGE
+        copy_s = nbytes / self.machine.migrate_bw
+        if sync:
+            self.stall(copy_s)
+        else:
+            self.charge_cpu(copy_s, kind="migration")
+        batches = math.ceil(n / self.costs.batch_pages)
+        self.stall(batches * self.machine.tlb_shootdown_s * self.workload.threads)
+        return n
+
+    def teleport(self, pages, dsts, reason: str = "oracle") -> int:
+        """Move pages[i] to dsts[i] with no cost charged (the oracle's placement). The
+        moves are counted as promotions/demotions but not as migrated bytes."""
+        pages = np.asarray(pages, dtype=np.int64)
+        dsts = np.asarray(dsts, dtype=np.uint8)
+        cur = self.mem.node[pages]
+        keep = (cur != UNALLOC) & (cur != dsts)
+        pages, dsts, cur = pages[keep], dsts[keep], cur[keep]
+        k = self.machine.nnodes
+        used = self.mem.used - np.bincount(cur, minlength=256)[:k] \
+            + np.bincount(dsts, minlength=256)[:k]
+        if np.any(used > self.mem.capacity):
+            raise RuntimeError("teleport over capacity")
+        self.mem.node[pages] = dsts
+        self.mem.used[:] = used
+        self._reads, self._writes = self.timeline.field.per_node_totals(self.mem.node, k)
+        rank = np.argsort(np.asarray(self.machine.demotion))
+        up = rank[dsts] < rank[cur]
+        self.stats.promotions += int(up.sum())
+        self.stats.demotions += int((~up).sum())
+        self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + len(pages)
+        self._x_dirty = True
+        return len(pages)
+
+    def reclaim(self, node: int, n: int, direct: bool = False) -> int:
+        """Demote up to n pages from `node` down the demotion path (kswapd, or direct
+        reclaim in the allocating thread when `direct`). Victims: the policy's choice,
+        else a CLOCK sweep over the node's pages (the default LRU approximation)."""
+        lower = self.machine.lower(node)
+        moved = 0
+        while lower is not None and moved < n:
+            want = n - moved
+            victims = self.policy.select_victims(node, want)
+            if victims is None:
+                victims = self._clock_victims(node, want)
+            victims = np.asarray(victims, dtype=np.int64)[:want]
+            if len(victims) == 0:
+                break
+            target = lower
+            while target is not None:
+                need = len(victims) - (self.mem.free[target] - self.mem.wmark_min[target])
+                if need > 0:
+                    self.reclaim(target, int(need) + int(self.mem.wmark_high[target]
+                                                         - self.mem.wmark_min[target]))
+                if self.mem.free[target] - self.mem.wmark_min[target] > 0:
+                    break
+                target = self.machine.lower(target)
+            if target is None:
+                break
+            got = self.migrate(victims, target, sync=direct, reason="reclaim")
+            if got == 0:
+                break
+            moved += got
+            self.stats.reclaim_pages += got
+        return moved
+
+    # ------------------------------------------------------------------ internals
+    def _move(self, pages, dst, reason, copy=True):
+        src = self.mem.move(pages, dst)
+        f = self.timeline.field
+        r, w = f.rate_of(pages)
+        k = self.machine.nnodes
+        self._reads -= np.bincount(src, weights=r, minlength=k)[:k]
+        self._writes -= np.bincount(src, weights=w, minlength=k)[:k]
+        self._reads[dst] += r.sum()
+        self._writes[dst] += w.sum()
+        n = len(pages)
+        rank_dst = self.machine.rank(dst)
+        ranks = np.asarray(self.machine.demotion)
+        src_rank = np.argsort(ranks)[src] if k > 1 else np.zeros(n, dtype=int)
+        promoted = src_rank > rank_dst
+        npro = int(promoted.sum())
+        self.stats.promotions += npro
+        self.stats.demotions += n - npro
+        stamp = self._stamp()
+        if npro:
+            st = self._epoch[pages[promoted]]
+            self.stats.pingpong += int(((st != 0) & (((stamp - st) % 255) <= 1)).sum())
+        if n - npro:
+            self._epoch[pages[~promoted]] = stamp
+        if copy:
+            nbytes = n * PAGE
+            self.stats.migrated_bytes += nbytes
+            np.add.at(self._copy, src, PAGE)
+            self._copy[dst] += nbytes
+        key = reason or "policy"
+        self.stats.by_reason[key] = self.stats.by_reason.get(key, 0) + n
+        self._x_dirty = True
+
+    def _stamp(self) -> int:
+        """Demotion epoch stamp (1..255, 0 = never): a page promoted within one window
+        of its demotion counts as ping-pong."""
+        return int(self.now // self._pp_window) % 255 + 1
+
+    def _clock_victims(self, node, n):
+        pages, hand, scanned = self.mem.pages_on(node, int(self._clock_hand[node]), n)
+        self._clock_hand[node] = hand
+        self.charge_cpu(scanned * self.costs.reclaim_scan_s, kind="migration")
+        return pages
+
+    def _place_upto(self, pos: int, end: int, node: int, room) -> int:
+        """Place pages from pos toward end on node, at most `room`; returns new pos."""
+        take = int(min(end - pos, max(int(room), 0)))
+        if take <= 0:
+            return pos
+        self.mem.place_range(pos, pos + take, node)
+        r, w = self.timeline.field.range_sum(np.array([pos]), np.array([pos + take]))
+        self._reads[node] += r[0]
+        self._writes[node] += w[0]
+        self.policy.on_alloc(pos, pos + take, node)
+        self._x_dirty = True
+        return pos + take
+
+    def _apply_change(self, ch) -> None:
+        if ch.free is not None:
+            for s, e in np.asarray(ch.free).reshape(-1, 2):
+                self.mem.release_range(int(s), int(e))
+                self.policy.on_free(int(s), int(e))
+            self.alloc_version += 1
+        if ch.field is not None:
+            self.timeline.set_field(self.now, ch.field)
+            self.field_version += 1
+        if ch.alloc is not None:
+            for s, e in np.asarray(ch.alloc).reshape(-1, 2):
+                s, e = int(s), int(e)
+                if np.any(self.mem.node[s:e] != UNALLOC):
+                    raise RuntimeError(f"workload allocated pages [{s},{e}) twice")
+                self.alloc.place(self, s, e)
+            self.alloc_version += 1
+        if ch.field is not None or ch.free is not None:
+            k = self.machine.nnodes
+            self._reads, self._writes = self.timeline.field.per_node_totals(self.mem.node, k)
+        self._x_dirty = True
+        self._kswapd_all()
+        hook = getattr(self.policy, "on_change", None)
+        if hook is not None:
+            hook()
+
+    def _kswapd_all(self, now: float | None = None) -> None:
+        """kswapd: on each node below its low watermark that has a lower node, demote
+        until free reaches the high watermark."""
+        mem = self.mem
+        for node in self.machine.demotion:
+            if mem.free[node] < mem.wmark_low[node] and self.machine.lower(node) is not None:
+                self.reclaim(node, int(mem.wmark_high[node] - mem.free[node]))
+
+    def throughput(self) -> float:
+        if self._x_dirty:
+            w = self.workload
+            bg = (self._copy / 1.0) / np.asarray(self._bw_r)  # tau = 1 s
+            self._x, self._util, _ = solve_throughput(
+                self._reads.tolist(), self._writes.tolist(), self._lat_r, self._lat_w,
+                self._bw_r, self._bw_w, bg.tolist(), w.compute_ns, w.mlp, w.threads,
+                w.access_bytes)
+            self._x_dirty = False
+        return self._x
+
+    def _advance(self, t: float, x: float) -> None:
+        dt = t - self.now
+        if dt <= 0:
+            return
+        dw = x * dt
+        self._acc += (self._reads + self._writes) * dw
+        self.work += dw
+        self.now = t
+        self.timeline.advance(t, self.work)
+        if self._copy.any():
+            self._copy *= math.exp(-dt)
+            self._copy[self._copy < 1.0] = 0.0
+            self._x_dirty = True
+
+    def _record(self) -> None:
+        s = self._series
+        s["t"].append(self.now)
+        s["work"].append(self.work)
+        s["acc"].append(self._acc.copy())
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> dict:
+        t_wall = time.perf_counter()
+        w = self.workload
+        changes = iter(w.changes())
+        timed = iter(w.timed_changes())
+        first = next(changes, None)
+        if first is None or first.at != 0:
+            raise RuntimeError(f"workload {w.name} must start with a change at work 0")
+        self.policy.attach(self)
+        self._apply_change(first)
+        nxt = next(changes, None)
+        nxt_t = next(timed, None)
+        x0 = self.throughput()
+        est = w.total_work / x0 if x0 > 0 else 1.0
+        metric_dt = max(est / self._metric_points, 1e-3)
+        next_metric = 0.0
+        self._record()
+        next_metric = metric_dt
+        self.every(1.0, self._kswapd_all)
+        total = w.total_work
+        while self.work < total * (1 - 1e-12):
+            if self.now > self.max_sim_seconds:
+                raise TierlabError(f"run exceeded {self.max_sim_seconds} simulated seconds")
+            if self._stall_pending > 0:
+                t_stop = min(self._timers[0][0] if self._timers else math.inf,
+                             nxt_t.at if nxt_t is not None else math.inf, next_metric)
+                s = min(self._stall_pending, max(t_stop - self.now, 0.0))
+                if s > 0:
+                    self._advance(self.now + s, 0.0)
+                    self._stall_pending -= s
+                    if self._stall_pending < 1e-15:
+                        self._stall_pending = 0.0
+                    continue
+                # a timer is due: run it first; the stall resumes after
+            x = self.throughput()
+            if x <= 0:
+                raise RuntimeError("throughput is zero: nothing can progress")
+            cands = [self.now + (total - self.work) / x, next_metric]
+            if nxt is not None:
+                cands.append(self.now + max(nxt.at - self.work, 0.0) / x)
+            if nxt_t is not None:
+                cands.append(max(nxt_t.at, self.now))
+            if self._timers:
+                cands.append(max(self._timers[0][0], self.now))
+            t_next = min(cands)
+            if self._stall_pending <= 0:
+                self._advance(t_next, x)
+            else:
+                t_next = self.now
+            eps = 1e-12 * max(1.0, self.now)
+            while nxt is not None and nxt.at <= self.work * (1 + 1e-12) + 1e-9:
+                self._apply_change(nxt)
+                nxt = next(changes, None)
+            while nxt_t is not None and nxt_t.at <= self.now + eps:
+                self._apply_change(nxt_t)
+                nxt_t = next(timed, None)
+            while self._timers and self._timers[0][0] <= self.now + eps:
+                _, _, period, fn = heapq.heappop(self._timers)
+                fn(self.now)
+                self._seq += 1
+                heapq.heappush(self._timers, (self.now + period, self._seq, period, fn))
+            if self.now >= next_metric - eps:
+                self._record()
+                next_metric = self.now + metric_dt
+                if self.progress is not None:
+                    self.progress(self.work / total)
+        self._record()
+        if self.progress is not None:
+            self.progress(1.0)
+        self.wall_seconds = time.perf_counter() - t_wall
+        return self.record()
+
+    def record(self) -> dict:
+        """The run record (DESIGN.md, results.json contract)."""
+        from ..reports.results import make_record
+        return make_record(self)

@@ -1,0 +1,89 @@
+"""Page placement, watermarks and the mechanics of allocation and migration.
+
+Placement is one uint8 per 4 KiB page (the node id; 255 = not allocated), the one
+per-page array DESIGN.md allows. Watermarks follow Linux's min/low/high per node: an
+allocation takes a node while its free pages stay above `low` (the allocator's fast
+path), kswapd wakes below `low` and reclaims (here: demotes down the path) until `high`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..machines import Machine
+
+UNALLOC = 255
+
+
+class Memory:
+    """Where every page is, and how full every node is."""
+
+    def __init__(self, machine: Machine, npages: int, wmark_min: float = 0.005,
+                 wmark_low: float = 0.01, wmark_high: float = 0.015):
+        """Watermarks as fractions of each node. Linux derives min from min_free_kbytes
+        and spaces low/high by watermark_scale_factor (default 0.1% of the node); we use
+        0.5/1/1.5% so the gaps stay visible on scaled-down machines (a choice)."""
+        if not 0 <= wmark_min <= wmark_low <= wmark_high < 0.5:
+            raise ValueError("watermarks must satisfy 0 <= min <= low <= high < 0.5")
+        self.machine = machine
+        self.npages = int(npages)
+        self.node = np.full(self.npages, UNALLOC, dtype=np.uint8)
+        self.capacity = np.array([t.capacity_pages for t in machine.tiers], dtype=np.int64)
+        self.used = np.zeros(machine.nnodes, dtype=np.int64)
+        self.wmark_min = (self.capacity * wmark_min).astype(np.int64)
+        self.wmark_low = (self.capacity * wmark_low).astype(np.int64)
+        self.wmark_high = (self.capacity * wmark_high).astype(np.int64)
+
+    @property
+    def free(self) -> np.ndarray:
+        return self.capacity - self.used
+
+    @property
+    def allocated(self) -> int:
+        return int(self.used.sum())
+
+    def place_range(self, start: int, end: int, node: int) -> None:
+        """First touch of pages [start, end) on `node` (they must be unallocated)."""
+        n = end - start
+        if n <= 0:
+            return
+        if self.used[node] + n > self.capacity[node]:
+            raise RuntimeError(f"node {node} over capacity")
+        self.node[start:end] = node
+        self.used[node] += n
+
+    def release_range(self, start: int, end: int) -> np.ndarray:
+        """Free pages [start, end); returns the count freed per node."""
+        seg = self.node[start:end]
+        freed = np.bincount(seg, minlength=256)[: self.machine.nnodes]
+        seg[:] = UNALLOC
+        self.used -= freed
+        return freed
+
+    def move(self, pages: np.ndarray, dst: int) -> np.ndarray:
+        """Move allocated pages to `dst`; returns their source nodes. No checks here:
+        the engine has filtered pages and checked room."""
+        src = self.node[pages]
+        self.node[pages] = dst
+        self.used -= np.bincount(src, minlength=256)[: self.machine.nnodes]
+        self.used[dst] += len(pages)
+        return src
+
+    def pages_on(self, node: int, start: int, limit: int, chunk: int = 1 << 20):
+        """Up to `limit` pages on `node`, scanning addresses from `start` and wrapping
+        (a CLOCK hand over the node's pages). Returns (pages, next hand position)."""
+        found = []
+        n = 0
+        pos = start % max(self.npages, 1)
+        scanned = 0
+        while n < limit and scanned < self.npages:
+            end = min(pos + chunk, self.npages)
+            hits = np.flatnonzero(self.node[pos:end] == node) + pos
+            if n + len(hits) > limit:
+                hits = hits[: limit - n]
+                end = int(hits[-1]) + 1
+            found.append(hits)
+            n += len(hits)
+            scanned += end - pos
+            pos = end % self.npages
+        pages = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        return pages.astype(np.int64), pos, scanned

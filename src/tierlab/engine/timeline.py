@@ -1,0 +1,117 @@
+"""Progress over simulated time: how much work was done when, under which rate field.
+
+The engine advances in steps during which throughput is constant, so cumulative work
+W(t) is piecewise linear; stalls are flat pieces (no accesses). Monitors turn work into
+expected accesses: page p receives rate_p * (W(t1) - W(t0)) accesses in [t0, t1] while
+one field holds (DESIGN.md: exact in distribution for Poisson access streams).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..field import RateField
+
+
+class Timeline:
+    """Breakpoints (t, W) of cumulative work, and the field epochs over time.
+
+    History older than `horizon` seconds is dropped (monitors look back at most one
+    aggregation interval or an accessed-bit clear horizon).
+    """
+
+    def __init__(self, field: RateField, horizon: float = 600.0):
+        self.horizon = horizon
+        self._t = [0.0]
+        self._w = [0.0]
+        self._ta = np.zeros(1)
+        self._wa = np.zeros(1)
+        self._dirty = False
+        self.epoch_start = [0.0]  # start time of each field epoch
+        self.fields = [field]
+
+    # -- recording (engine) -------------------------------------------------------
+    def advance(self, t: float, work: float) -> None:
+        """Record that cumulative work is `work` at time `t` (t never decreases)."""
+        if t < self._t[-1]:
+            raise ValueError("time went backwards")
+        if t == self._t[-1]:
+            self._w[-1] = work
+        else:
+            self._t.append(t)
+            self._w.append(work)
+        self._dirty = True
+        if len(self._t) > 4096 and t - self._t[1024] > self.horizon:
+            del self._t[:1024]
+            del self._w[:1024]
+
+    def set_field(self, t: float, field: RateField) -> None:
+        if t == self.epoch_start[-1]:
+            self.fields[-1] = field
+        else:
+            self.epoch_start.append(t)
+            self.fields.append(field)
+        while len(self.epoch_start) > 2 and t - self.epoch_start[1] > self.horizon:
+            del self.epoch_start[0]
+            del self.fields[0]
+
+    # -- queries (monitors) -------------------------------------------------------
+    @property
+    def now(self) -> float:
+        return self._t[-1]
+
+    @property
+    def field(self) -> RateField:
+        return self.fields[-1]
+
+    def _arrays(self):
+        if self._dirty:
+            self._ta = np.asarray(self._t)
+            self._wa = np.asarray(self._w)
+            self._dirty = False
+        return self._ta, self._wa
+
+    def work_at(self, t) -> np.ndarray:
+        """Cumulative work at time(s) t (clamped to the recorded history)."""
+        ta, wa = self._arrays()
+        return np.interp(t, ta, wa)
+
+    def time_at_work(self, w) -> np.ndarray:
+        """Earliest time at which cumulative work reached w (inverse of work_at)."""
+        ta, wa = self._arrays()
+        w = np.asarray(w, dtype=float)
+        i = np.searchsorted(wa, w, side="left")
+        i = np.clip(i, 1, len(wa) - 1)
+        w0, w1 = wa[i - 1], wa[i]
+        t0, t1 = ta[i - 1], ta[i]
+        frac = np.where(w1 > w0, (w - w0) / np.where(w1 > w0, w1 - w0, 1.0), 0.0)
+        out = t0 + np.clip(frac, 0.0, 1.0) * (t1 - t0)
+        return np.where(w <= wa[0], ta[0], out)
+
+    def epochs(self, t0, t1):
+        """[(field, w0, w1)] for each field epoch overlapping [t0, t1]; w0/w1 are arrays
+        of the cumulative work at the overlap's ends (t0 may be an array)."""
+        t0 = np.asarray(t0, dtype=float)
+        out = []
+        starts = self.epoch_start + [np.inf]
+        for k, f in enumerate(self.fields):
+            a, b = starts[k], starts[k + 1]
+            if b <= np.min(t0) or a >= t1:
+                continue
+            lo = np.maximum(t0, a)
+            hi = min(t1, b)
+            wlo = self.work_at(lo)
+            whi = self.work_at(hi)
+            out.append((f, wlo, np.maximum(whi, wlo)))
+        return out
+
+    def expected(self, a, b, t0, t1):
+        """Expected (reads, writes) on page ranges [a, b) during [t0, t1] (vectorised)."""
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        reads = np.zeros(a.shape)
+        writes = np.zeros(a.shape)
+        for f, w0, w1 in self.epochs(t0, t1):
+            r, w = f.range_sum(a, b)
+            reads += r * (w1 - w0)
+            writes += w * (w1 - w0)
+        return reads, writes

@@ -1,0 +1,10 @@
+"""User-facing errors: one clear line, exit status 2 (DESIGN.md, CLI contract)."""
+
+
+class TierlabError(Exception):
+    """A bad name, value or file given by the user. The CLI prints it and exits 2."""
+
+
+def choices_error(kind: str, value: str, valid) -> TierlabError:
+    """An error naming the bad value and the valid choices."""
+    return TierlabError(f"unknown {kind} {value!r}; valid: {', '.join(sorted(valid))}")

@@ -1,0 +1,183 @@
+"""The rate field: per-page read and write rates, piecewise constant in address.
+
+DESIGN.md, "The simulation model": every page p has a read rate and a write rate in
+accesses per unit of work; the field is a sorted list of disjoint segments (page ranges)
+with one rate pair each, so its size follows the number of segments, never the address
+space. Pages outside every segment have rate 0. Prefix sums over segments answer range
+totals (upper page-table entries, regions) in O(log segments).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class RateField:
+    """Disjoint sorted segments [starts[i], ends[i]) with per-page `read`/`write` rates."""
+
+    __slots__ = ("starts", "ends", "read", "write", "npages", "_cr", "_cw")
+
+    def __init__(self, starts, ends, read, write, npages: int):
+        self.starts = np.ascontiguousarray(starts, dtype=np.int64)
+        self.ends = np.ascontiguousarray(ends, dtype=np.int64)
+        self.read = np.ascontiguousarray(read, dtype=np.float64)
+        self.write = np.ascontiguousarray(write, dtype=np.float64)
+        self.npages = int(npages)
+        n = len(self.starts)
+        if not (len(self.ends) == len(self.read) == len(self.write) == n):
+            raise ValueError("segment arrays differ in length")
+        if n:
+            if np.any(self.ends <= self.starts) or np.any(self.starts[1:] < self.ends[:-1]):
+                raise ValueError("segments must be non-empty, sorted and disjoint")
+            if self.starts[0] < 0 or self.ends[-1] > self.npages:
+                raise ValueError("segment outside the address space")
+            if np.any(self.read < 0) or np.any(self.write < 0):
+                raise ValueError("negative rate")
+        lengths = self.ends - self.starts
+        self._cr = np.concatenate(([0.0], np.cumsum(self.read * lengths)))
+        self._cw = np.concatenate(([0.0], np.cumsum(self.write * lengths)))
+
+    # -- construction -------------------------------------------------------------
+    @classmethod
+    def empty(cls, npages: int) -> "RateField":
+        z = np.zeros(0)
+        return cls(z, z, z, z, npages)
+
+    @classmethod
+    def from_segments(cls, starts, ends, read, write, npages: int) -> "RateField":
+        """Build from possibly overlapping segments; rates of overlaps add up."""
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
+        read = np.broadcast_to(np.asarray(read, dtype=np.float64), starts.shape)
+        write = np.broadcast_to(np.asarray(write, dtype=np.float64), starts.shape)
+        keep = ends > starts
+        starts, ends, read, write = starts[keep], ends[keep], read[keep], write[keep]
+        if len(starts) == 0:
+            return cls.empty(npages)
+        bounds = np.unique(np.concatenate((starts, ends)))
+        i0 = np.searchsorted(bounds, starts)
+        i1 = np.searchsorted(bounds, ends)
+        dr = np.zeros(len(bounds) + 1)
+        dw = np.zeros(len(bounds) + 1)
+        np.add.at(dr, i0, read)
+        np.add.at(dr, i1, -read)
+        np.add.at(dw, i0, write)
+        np.add.at(dw, i1, -write)
+        r = np.cumsum(dr)[:-2]
+        w = np.cumsum(dw)[:-2]
+        r[np.abs(r) < 1e-300] = 0.0
+        w[np.abs(w) < 1e-300] = 0.0
+        s, e = bounds[:-1], bounds[1:]
+        nz = (r > 0) | (w > 0)
+        return cls(s[nz], e[nz], np.maximum(r[nz], 0), np.maximum(w[nz], 0), npages)
+
+    @classmethod
+    def uniform(cls, start: int, end: int, read_total: float, write_total: float,
+                npages: int) -> "RateField":
+        """Accesses spread evenly over [start, end): totals per unit of work."""
+        n = max(end - start, 1)
+        return cls([start], [end], [read_total / n], [write_total / n], npages)
+
+    def __add__(self, other: "RateField") -> "RateField":
+        return RateField.from_segments(
+            np.concatenate((self.starts, other.starts)), np.concatenate((self.ends, other.ends)),
+            np.concatenate((self.read, other.read)), np.concatenate((self.write, other.write)),
+            max(self.npages, other.npages))
+
+    def scaled(self, factor: float) -> "RateField":
+        return RateField(self.starts, self.ends, self.read * factor, self.write * factor,
+                         self.npages)
+
+    # -- queries ------------------------------------------------------------------
+    @property
+    def nsegments(self) -> int:
+        return len(self.starts)
+
+    @property
+    def total_read(self) -> float:
+        return float(self._cr[-1])
+
+    @property
+    def total_write(self) -> float:
+        return float(self._cw[-1])
+
+    @property
+    def total(self) -> float:
+        return self.total_read + self.total_write
+
+    def segment_of(self, pages) -> np.ndarray:
+        """Index of the segment holding each page, or -1 if the page has rate 0."""
+        pages = np.asarray(pages, dtype=np.int64)
+        i = np.searchsorted(self.starts, pages, side="right") - 1
+        ok = i >= 0
+        ok[ok] &= pages[ok] < self.ends[i[ok]]
+        return np.where(ok, i, -1)
+
+    def rate_of(self, pages):
+        """(read, write) rate of each page."""
+        i = self.segment_of(pages)
+        ok = i >= 0
+        r = np.zeros(len(i))
+        w = np.zeros(len(i))
+        r[ok] = self.read[i[ok]]
+        w[ok] = self.write[i[ok]]
+        return r, w
+
+    def _cum(self, x, cum, rate):
+        x = np.asarray(x, dtype=np.int64)
+        i = np.searchsorted(self.starts, x, side="right") - 1
+        out = np.zeros(x.shape)
+        ok = i >= 0
+        ii = i[ok]
+        inside = np.minimum(x[ok], self.ends[ii]) - self.starts[ii]
+        out[ok] = cum[ii] + rate[ii] * inside
+        return out
+
+    def range_sum(self, a, b):
+        """(reads, writes) per unit of work summed over pages [a, b), vectorised."""
+        return (self._cum(b, self._cr, self.read) - self._cum(a, self._cr, self.read),
+                self._cum(b, self._cw, self.write) - self._cum(a, self._cw, self.write))
+
+    def range_total(self, a, b) -> np.ndarray:
+        r, w = self.range_sum(a, b)
+        return r + w
+
+    def sample(self, rng: np.random.Generator, n: int, which: str = "all") -> np.ndarray:
+        """Draw n pages with probability proportional to their `which` rate."""
+        if which == "read":
+            mass = self.read
+        elif which == "write":
+            mass = self.write
+        else:
+            mass = self.read + self.write
+        mass = mass * (self.ends - self.starts)
+        tot = mass.sum()
+        if n == 0 or tot <= 0:
+            return np.zeros(0, dtype=np.int64)
+        seg = np.searchsorted(np.cumsum(mass), rng.random(n) * tot, side="right")
+        seg = np.minimum(seg, len(mass) - 1)
+        lo = self.starts[seg]
+        return lo + (rng.random(n) * (self.ends[seg] - lo)).astype(np.int64)
+
+    def per_node_totals(self, node: np.ndarray, nnodes: int):
+        """(reads, writes) per unit of work landing on each node, given a per-page node map.
+
+        Pages whose node is >= nnodes (unallocated) count for no node. One pass over the
+        pages the segments cover; the engine calls it when the field changes and keeps
+        the totals incrementally on migration.
+        """
+        k = 256  # node values are uint8; 255 marks an unallocated page
+        if self.nsegments <= 512:
+            counts = np.stack([np.bincount(node[s:e], minlength=k)
+                               for s, e in zip(self.starts.tolist(), self.ends.tolist())]) \
+                if self.nsegments else np.zeros((0, k))
+        else:
+            lengths = self.ends - self.starts
+            covered = int(lengths.sum())
+            offs = np.repeat(self.starts - np.concatenate(([0], np.cumsum(lengths)[:-1])),
+                             lengths)
+            idx = node[np.arange(covered, dtype=np.int64) + offs].astype(np.int64)
+            seg = np.repeat(np.arange(self.nsegments, dtype=np.int64), lengths)
+            counts = np.bincount(seg * k + idx, minlength=self.nsegments * k)
+            counts = counts.reshape(self.nsegments, k)
+        counts = counts[:, :nnodes].astype(np.float64)
+        return self.read @ counts, self.write @ counts

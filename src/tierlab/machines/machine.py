@@ -1,0 +1,192 @@
+"""Machine description (DESIGN.md, "Machine") and TOML loading."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..errors import TierlabError
+from ..registry import Registry, Spec
+from ..units import PAGE, fmt_size, parse_duration, parse_size
+
+MACHINES: Registry = Registry("machine")
+
+KINDS = ("dram", "cxl", "optane", "nvm")
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One NUMA node.
+
+    Latencies are idle, from a CPU of `socket` (local); bandwidths are the node's
+    peaks in bytes/s. `has_cpus` is False for CPU-less nodes (CXL expanders, Optane
+    in app-direct mode), which still hang off `socket`.
+    """
+
+    name: str
+    kind: str
+    capacity: int
+    read_lat_ns: float
+    write_lat_ns: float
+    read_bw: float
+    write_bw: float
+    socket: int = 0
+    has_cpus: bool = True
+
+    @property
+    def capacity_pages(self) -> int:
+        return self.capacity // PAGE
+
+    @property
+    def is_fast(self) -> bool:
+        """"DRAM" in the allocation policies' sense (HPDC'23): DRAM kinds."""
+        return self.kind == "dram"
+
+
+@dataclass
+class Machine:
+    """Tiers, the demotion path, sockets and mechanism costs.
+
+    demotion: node ids from fastest to slowest; kswapd demotes a node's pages to the
+    next node on this path (Linux `node_demotion`, IDT's 0 -> 1 -> 2 -> 3).
+    cpu_socket: socket the workload's threads run on.
+    remote_lat_factor: latency multiplier for a node on another socket (Izraelevitz
+    et al. 2019: remote adds ~50-70%).
+    migrate_bw: move_pages copy bandwidth per migrating thread (ALGORITHMS.md: 1-2 GB/s).
+    tlb_shootdown_s: stall of all app threads per migration batch.
+    hint_fault_s: cost of one NUMA hint fault to the faulting thread (1-2 us).
+    cores_per_socket: for deciding whether background threads steal app CPU.
+    """
+
+    name: str
+    tiers: list[Tier]
+    demotion: list[int] = field(default_factory=list)
+    cpu_socket: int = 0
+    remote_lat_factor: float = 1.6
+    migrate_bw: float = 1.5e9
+    tlb_shootdown_s: float = 5e-6
+    hint_fault_s: float = 1.5e-6
+    cores_per_socket: int = 24
+    description: str = ""
+
+    def __post_init__(self):
+        if not self.demotion:
+            self.demotion = sorted(range(len(self.tiers)),
+                                   key=lambda i: self.read_latency_ns(i))
+        if sorted(self.demotion) != list(range(len(self.tiers))):
+            raise TierlabError(
+                f"machine {self.name!r}: demotion path {self.demotion} must list every node "
+                f"0..{len(self.tiers) - 1} once")
+        if not 1 <= len(self.tiers) <= 8:
+            raise TierlabError(f"machine {self.name!r}: needs 1 to 8 tiers")
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.tiers)
+
+    def is_remote(self, node: int) -> bool:
+        return self.tiers[node].socket != self.cpu_socket
+
+    def read_latency_ns(self, node: int) -> float:
+        t = self.tiers[node]
+        return t.read_lat_ns * (self.remote_lat_factor if self.is_remote(node) else 1.0)
+
+    def write_latency_ns(self, node: int) -> float:
+        t = self.tiers[node]
+        return t.write_lat_ns * (self.remote_lat_factor if self.is_remote(node) else 1.0)
+
+    def rank(self, node: int) -> int:
+        """Position of `node` on the demotion path (0 = top tier)."""
+        return self.demotion.index(node)
+
+    def lower(self, node: int) -> int | None:
+        """Next node down the demotion path, or None for the last."""
+        r = self.rank(node)
+        return self.demotion[r + 1] if r + 1 < len(self.demotion) else None
+
+    def fast_nodes(self) -> list[int]:
+        """DRAM nodes in demotion-path order ("DRAM" of the allocation policies)."""
+        return [n for n in self.demotion if self.tiers[n].is_fast]
+
+    def slow_nodes(self) -> list[int]:
+        return [n for n in self.demotion if not self.tiers[n].is_fast]
+
+    @property
+    def capacity_pages(self) -> int:
+        return sum(t.capacity_pages for t in self.tiers)
+
+    def scaled(self, factor: float) -> "Machine":
+        """Capacities times `factor` (latency and bandwidth unchanged): `--scale`."""
+        if factor <= 0:
+            raise TierlabError(f"bad scale {factor!r}: must be > 0")
+        tiers = [replace(t, capacity=max(int(t.capacity * factor) // PAGE, 64) * PAGE)
+                 for t in self.tiers]
+        return replace(self, tiers=tiers, name=self.name)
+
+    def describe(self) -> str:
+        parts = [f"{t.name}={fmt_size(t.capacity)}" for t in self.tiers]
+        return f"{self.name}: " + ", ".join(parts)
+
+
+def machine_from_dict(d: dict, source: str) -> Machine:
+    """Build a Machine from a TOML table (see docs/machines.md for the schema)."""
+    try:
+        tiers_in = d["tier"]
+    except KeyError:
+        raise TierlabError(f"{source}: no [[tier]] tables") from None
+    tiers = []
+    for i, t in enumerate(tiers_in):
+        where = f"{source}: tier {i}"
+        missing = [k for k in ("name", "capacity", "read_lat_ns", "read_bw") if k not in t]
+        if missing:
+            raise TierlabError(f"{where}: missing {', '.join(missing)}")
+        kind = t.get("kind", "dram")
+        if kind not in KINDS:
+            raise TierlabError(f"{where}: bad kind {kind!r}; valid: {', '.join(KINDS)}")
+        unknown = set(t) - {"name", "kind", "capacity", "read_lat_ns", "write_lat_ns",
+                            "read_bw", "write_bw", "socket", "has_cpus"}
+        if unknown:
+            raise TierlabError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        try:
+            tiers.append(Tier(
+                name=str(t["name"]), kind=kind,
+                capacity=parse_size(t["capacity"], f"capacity of tier {t['name']}"),
+                read_lat_ns=float(t["read_lat_ns"]),
+                write_lat_ns=float(t.get("write_lat_ns", t["read_lat_ns"])),
+                read_bw=float(parse_size(t["read_bw"], "read_bw")),
+                write_bw=float(parse_size(t.get("write_bw", t["read_bw"]), "write_bw")),
+                socket=int(t.get("socket", 0)), has_cpus=bool(t.get("has_cpus", True))))
+        except (TypeError, ValueError) as e:
+            raise TierlabError(f"{where}: {e}") from None
+    m = d.get("machine", {})
+    kw = {}
+    for k in ("cpu_socket", "cores_per_socket"):
+        if k in m:
+            kw[k] = int(m[k])
+    if "remote_lat_factor" in m:
+        kw["remote_lat_factor"] = float(m["remote_lat_factor"])
+    if "migrate_bw" in m:
+        kw["migrate_bw"] = float(parse_size(m["migrate_bw"], "migrate_bw"))
+    for k in ("tlb_shootdown", "hint_fault"):
+        if k in m:
+            kw[k + "_s"] = parse_duration(m[k], k)
+    if "demotion" in m:
+        kw["demotion"] = [int(x) for x in m["demotion"]]
+    return Machine(name=str(m.get("name", Path(source).stem)), tiers=tiers,
+                   description=str(m.get("description", "")), **kw)
+
+
+def load_machine(spec: str, scale: float = 1.0) -> Machine:
+    """A preset name (with params) or a path to a TOML file; then `--scale`."""
+    if spec.endswith(".toml") or "/" in spec:
+        p = Path(spec)
+        if not p.exists():
+            raise TierlabError(f"machine file {spec!r} not found")
+        try:
+            d = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise TierlabError(f"machine file {spec}: malformed TOML: {e}") from None
+        m = machine_from_dict(d, spec)
+    else:
+        m = MACHINES.create(Spec.parse(spec))
+    return m.scaled(scale) if scale != 1.0 else m

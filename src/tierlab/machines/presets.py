@@ -1,0 +1,54 @@
+"""Built-in machines. Figures and their sources:
+
+- Local DRAM ~81 ns idle random read, Optane ~305 ns random read; per socket with 6
+  DIMMs DRAM ~105 GB/s read, Optane ~39 GB/s read and ~13 GB/s write; remote adds
+  ~50-70% latency (Izraelevitz et al., "Basic Performance Measurements of the Intel
+  Optane DC Persistent Memory Module", 2019). Optane write latency: ~94 ns to the
+  ADR write-pending queue, but sustained writes are bandwidth bound; we use 100 ns.
+- CXL expanders add 70-100 ns over local DRAM (Pond, ASPLOS'23; TPP, ASPLOS'23); we take
+  +85 ns and 64 GB/s for a x16 PCIe5 device.
+"""
+from __future__ import annotations
+
+from ..units import parse_size
+from .machine import MACHINES, Machine, Tier
+
+GB = 1e9
+
+
+def _dram(name, cap, socket=0):
+    return Tier(name, "dram", cap, 81.0, 86.0, 105 * GB, 80 * GB, socket, True)
+
+
+def _optane(name, cap, socket=0):
+    return Tier(name, "optane", cap, 305.0, 100.0, 39 * GB, 13 * GB, socket, False)
+
+
+@MACHINES.register("optane-2tier")
+def optane_2tier(dram="32GiB", optane="256GiB"):
+    """One socket, DRAM + Optane in app-direct mode (HeMem's setup, scaled)."""
+    return Machine("optane-2tier",
+                   [_dram("dram", parse_size(dram)), _optane("optane", parse_size(optane))],
+                   demotion=[0, 1], description="1 socket: DRAM + Optane")
+
+
+@MACHINES.register("optane-4tier")
+def optane_4tier(dram="32GiB", optane="128GiB"):
+    """Two sockets, each DRAM + Optane (IDT's machine); path local DRAM -> remote DRAM ->
+    local Optane -> remote Optane. The fast tier (32 GiB) is below the IDT workloads'
+    96-110 GB RSS, so three tiers are in use."""
+    d, o = parse_size(dram), parse_size(optane)
+    return Machine("optane-4tier",
+                   [_dram("dram0", d, 0), _dram("dram1", d, 1),
+                    _optane("optane0", o, 0), _optane("optane1", o, 1)],
+                   demotion=[0, 1, 2, 3], description="2 sockets x (DRAM + Optane)")
+
+
+@MACHINES.register("dram-cxl")
+def dram_cxl(dram="32GiB", cxl="128GiB"):
+    """DRAM + a CPU-less CXL memory expander (TPP's setup)."""
+    return Machine("dram-cxl",
+                   [_dram("dram", parse_size(dram)),
+                    Tier("cxl", "cxl", parse_size(cxl), 81.0 + 85, 86.0 + 85, 64 * GB, 64 * GB,
+                         0, False)],
+                   demotion=[0, 1], description="DRAM + CPU-less CXL expander")

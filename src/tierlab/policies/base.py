@@ -1,0 +1,48 @@
+"""Placement policies: the registry and the base class (DESIGN.md, "Policy").
+
+A policy sees the machine through the simulation's narrow backend interface (time,
+nodes and their free space, monitors, migrate, schedule) and never the workload's true
+rates; the oracle is the one declared exception (`uses_true_rates = True`). Adding a
+policy means adding one module that registers a subclass:
+
+    @POLICIES.register("mine")
+    class Mine(Policy):
+        def attach(self, sim):
+            super().attach(sim)
+            sim.every(1.0, self.tick)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import Registry
+
+POLICIES: Registry = Registry("policy")
+
+
+class Policy:
+    """Base class: no migration, default victim choice for reclaim."""
+
+    #: True only for the oracle: it may read `sim.true_field`.
+    uses_true_rates = False
+
+    def __init__(self, **params):
+        self.params = params
+
+    def attach(self, sim) -> None:
+        """Called once before the run; register periodic work with `sim.every`."""
+        self.sim = sim
+
+    def select_victims(self, node: int, n: int) -> np.ndarray | None:
+        """Pages on `node` to demote when reclaim needs `n` pages; None = default LRU."""
+        return None
+
+    def on_alloc(self, start: int, end: int, node: int) -> None:
+        """Pages [start, end) were first touched on `node`."""
+
+    def on_free(self, start: int, end: int) -> None:
+        """Pages [start, end) were released."""
+
+    def stats(self) -> dict:
+        """Extra per-run metrics for the record."""
+        return {}

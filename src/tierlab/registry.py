@@ -1,0 +1,116 @@
+"""Name registries and the `name:key=value,...` spec syntax (DESIGN.md, CLI contract).
+
+Machines, workloads, policies, allocation policies and monitors register by name, as
+memtierd's trackers, policies and movers do: adding one means adding one module that
+decorates its class with ``@REGISTRY.register("name")``.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Callable, Generic, TypeVar
+
+from .errors import TierlabError, choices_error
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A parsed `name:variant,key=value,...` string. Bare words are positional args."""
+
+    name: str
+    args: tuple
+    params: dict
+
+    @classmethod
+    def parse(cls, text: str) -> "Spec":
+        text = text.strip()
+        if not text:
+            raise TierlabError("empty name")
+        name, _, rest = text.partition(":")
+        args, params = [], {}
+        if rest:
+            # masim:PATH and trace:PATH take a path, which may contain commas only
+            # before the first key=value; split on commas that start a key=value.
+            for part in _split_params(rest):
+                if "=" in part:
+                    k, _, v = part.partition("=")
+                    params[k.strip().replace("-", "_")] = v.strip()
+                elif part:
+                    args.append(part)
+        return cls(name.strip(), tuple(args), params)
+
+    def __str__(self) -> str:
+        parts = list(self.args) + [f"{k}={v}" for k, v in self.params.items()]
+        return self.name + (":" + ",".join(parts) if parts else "")
+
+
+def _split_params(rest: str):
+    return [p for p in rest.split(",")]
+
+
+class Registry(Generic[T]):
+    """A registry of named factories (classes) of one kind."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._items: dict[str, Callable[..., T]] = {}
+
+    def register(self, name: str):
+        def deco(obj):
+            if name in self._items:
+                raise ValueError(f"{self.kind} {name!r} registered twice")
+            self._items[name] = obj
+            obj.registered_name = name
+            return obj
+
+        return deco
+
+    def names(self):
+        return sorted(self._items)
+
+    def get(self, name: str):
+        if name not in self._items:
+            raise choices_error(self.kind, name, self._items)
+        return self._items[name]
+
+    def items(self):
+        return sorted(self._items.items())
+
+    def describe(self, name: str) -> str:
+        doc = inspect.getdoc(self._items[name]) or ""
+        return " ".join(doc.split("\n\n")[0].split())
+
+    def create(self, spec: "Spec | str", **extra):
+        """Instantiate `spec` (a Spec or text), passing its params as keyword arguments.
+
+        Unknown parameters give a TierlabError naming the valid ones.
+        """
+        if isinstance(spec, str):
+            spec = Spec.parse(spec)
+        factory = self.get(spec.name)
+        params = dict(spec.params)
+        sig = inspect.signature(factory)
+        accepts_var = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+        valid = [n for n, p in sig.parameters.items()
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in extra
+                 and not n.startswith("_")]
+        if not accepts_var:
+            for k in params:
+                if k not in valid:
+                    raise TierlabError(
+                        f"unknown parameter {k!r} for {self.kind} {spec.name!r}; "
+                        f"valid: {', '.join(valid) or '(none)'}")
+        if spec.args:
+            if "variant" in sig.parameters:
+                params["variant"] = spec.args[0]
+            elif "path" in sig.parameters:
+                params["path"] = ",".join(spec.args)
+            else:
+                raise TierlabError(
+                    f"{self.kind} {spec.name!r} takes no variant (got {spec.args[0]!r})")
+        try:
+            return factory(**params, **extra)
+        except TypeError as e:  # a missing required parameter
+            raise TierlabError(f"{self.kind} {spec.name!r}: {e}") from None

@@ -1,0 +1,1 @@
+"""Reports: run records, tables, CSV/JSON, plots."""

@@ -1,0 +1,106 @@
+"""PNG plots of a comparison: speedup bars, throughput over time, per-tier access share."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _groups(records):
+    workloads = list(dict.fromkeys(r["workload"] for r in records))
+    series = list(dict.fromkeys((r["policy"], r["alloc"]) for r in records))
+    return workloads, series
+
+
+def _label(pol, alloc, allocs):
+    return pol if len(allocs) == 1 else f"{pol} ({alloc})"
+
+
+def plot_speedup(records, baseline, path: Path) -> Path:
+    workloads, series = _groups(records)
+    allocs = {a for _, a in series}
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(workloads) * max(1, len(series)) / 2), 4))
+    width = 0.8 / max(len(series), 1)
+    x = np.arange(len(workloads))
+    for i, (pol, alloc) in enumerate(series):
+        ys = []
+        for w in workloads:
+            rs = [r.get("speedup") or 0 for r in records
+                  if r["workload"] == w and r["policy"] == pol and r["alloc"] == alloc]
+            ys.append(float(np.mean(rs)) if rs else 0.0)
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, ys, width,
+               label=_label(pol, alloc, allocs))
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(x, workloads, rotation=20, ha="right")
+    ax.set_ylabel(f"speedup over {baseline}")
+    ax.legend(fontsize=8)
+    ax.set_title("Throughput relative to the baseline")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_timeseries(records, path: Path) -> Path:
+    workloads, series = _groups(records)
+    allocs = {a for _, a in series}
+    fig, axes = plt.subplots(len(workloads), 1, figsize=(8, 2.6 * len(workloads)),
+                             squeeze=False)
+    for ax, w in zip(axes[:, 0], workloads):
+        for r in records:
+            if r["workload"] != w or r["seed"] != records[0]["seed"]:
+                continue
+            s = r["series"]
+            ax.plot(s["t"], s["throughput"], label=_label(r["policy"], r["alloc"], allocs),
+                    lw=1.2)
+        ax.set_title(w, fontsize=10)
+        ax.set_ylabel(f"{records[0].get('work_unit', 'ops')}/s")
+        ax.set_ylim(bottom=0)
+    axes[-1, 0].set_xlabel("simulated seconds")
+    axes[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_tier_share(records, path: Path) -> Path:
+    workloads, series = _groups(records)
+    allocs = {a for _, a in series}
+    tiers = list(dict.fromkeys(t for r in records for t in r["tier_access_share"]))
+    labels, shares = [], []
+    for w in workloads:
+        for pol, alloc in series:
+            rs = [r for r in records if r["workload"] == w and r["policy"] == pol
+                  and r["alloc"] == alloc]
+            if not rs:
+                continue
+            labels.append(f"{w}\n{_label(pol, alloc, allocs)}")
+            shares.append([np.mean([r["tier_access_share"].get(t, 0) for r in rs])
+                           for t in tiers])
+    shares = np.asarray(shares).reshape(len(labels), len(tiers))
+    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(labels)), 4))
+    bottom = np.zeros(len(labels))
+    for j, t in enumerate(tiers):
+        ax.bar(range(len(labels)), shares[:, j], bottom=bottom, label=t)
+        bottom += shares[:, j]
+    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("share of accesses")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
+    ax.set_title("Where accesses landed, per tier")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_all(records, baseline, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    return [plot_speedup(records, baseline, out / "speedup.png"),
+            plot_timeseries(records, out / "throughput.png"),
+            plot_tier_share(records, out / "tier_share.png")]

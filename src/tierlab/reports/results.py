@@ -1,0 +1,91 @@
+"""The run record (DESIGN.md, "results.json") and its CSV/JSON files."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..units import PAGE
+
+#: scalar columns of results.csv, in order
+COLUMNS = ["machine", "workload", "policy", "alloc", "seed", "sim_seconds", "work",
+           "throughput", "speedup", "slow_share", "promotions", "demotions", "pingpong",
+           "migrated_bytes", "monitor_cpu_seconds", "migration_cpu_seconds",
+           "app_stall_seconds", "wall_seconds"]
+
+
+def make_record(sim) -> dict:
+    """Everything a comparison needs about one finished run."""
+    m = sim.machine
+    acc = sim._acc
+    tot = acc.sum()
+    share = {t.name: float(acc[i] / tot) if tot else 0.0 for i, t in enumerate(m.tiers)}
+    slow = sum(share[m.tiers[i].name] for i in m.slow_nodes())
+    s = sim._series
+    t = np.asarray(s["t"])
+    work = np.asarray(s["work"])
+    a = np.asarray(s["acc"]).reshape(len(t), -1)
+    dt = np.diff(t)
+    keep = dt > 0
+    thr = (np.diff(work)[keep] / dt[keep]).tolist()
+    da = np.diff(a, axis=0)[keep]
+    dsum = da.sum(axis=1, keepdims=True)
+    shares = np.divide(da, dsum, out=np.zeros_like(da), where=dsum > 0)
+    st = sim.stats
+    rec = {
+        "machine": m.name,
+        "workload": sim.workload.name,
+        "policy": getattr(sim.policy, "spec", sim.policy.__class__.__name__),
+        "alloc": getattr(sim.alloc, "registered_name", str(sim.alloc)),
+        "seed": sim.seed,
+        "sim_seconds": float(sim.now),
+        "work": float(sim.work),
+        "work_unit": sim.workload.work_unit,
+        "throughput": float(sim.work / sim.now) if sim.now > 0 else 0.0,
+        "tier_access_share": share,
+        "slow_share": float(slow),
+        "promotions": int(st.promotions),
+        "demotions": int(st.demotions),
+        "pingpong": int(st.pingpong),
+        "migrated_bytes": int(st.migrated_bytes),
+        "monitor_cpu_seconds": float(st.monitor_cpu_seconds),
+        "migration_cpu_seconds": float(st.migration_cpu_seconds),
+        "app_stall_seconds": float(st.app_stall_seconds),
+        "reclaim_pages": int(st.reclaim_pages),
+        "migrations_by_reason": dict(st.by_reason),
+        "footprint_bytes": int(sim.workload.footprint_pages * PAGE),
+        "wall_seconds": float(sim.wall_seconds),
+        "policy_stats": sim.policy.stats(),
+        "series": {
+            "t": t[1:][keep].tolist(),
+            "throughput": thr,
+            "tier_share": {tier.name: shares[:, i].tolist() for i, tier in enumerate(m.tiers)},
+        },
+    }
+    return rec
+
+
+def add_speedups(records: list[dict], baseline: str) -> None:
+    """Set `speedup` = throughput / baseline's on the same machine, workload, alloc, seed."""
+    base = {(r["machine"], r["workload"], r["alloc"], r["seed"]): r["throughput"]
+            for r in records if r["policy"] == baseline}
+    for r in records:
+        b = base.get((r["machine"], r["workload"], r["alloc"], r["seed"]))
+        r["speedup"] = r["throughput"] / b if b else None
+
+
+def write_results(records: list[dict], out: Path) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    jp = out / "results.json"
+    jp.write_text(json.dumps(records, indent=1))
+    cp = out / "results.csv"
+    tiers = sorted({k for r in records for k in r["tier_access_share"]})
+    with cp.open("w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(COLUMNS + [f"share_{t}" for t in tiers])
+        for r in records:
+            wr.writerow([r.get(c, "") for c in COLUMNS]
+                        + [r["tier_access_share"].get(t, "") for t in tiers])
+    return jp, cp
