@@ -32,6 +32,16 @@ from .throughput import solve_throughput
 from .timeline import Timeline
 
 
+def _unique_in_order(pages: np.ndarray) -> np.ndarray:
+    """Drop repeated pages, keeping the first occurrence (callers list by priority)."""
+    if len(pages) < 2:
+        return pages
+    _, first = np.unique(pages, return_index=True)
+    if len(first) == len(pages):
+        return pages
+    return pages[np.sort(first)]
+
+
 @dataclass
 class Costs:
     """Mechanism costs (ALGORITHMS.md, "Hardware figures")."""
@@ -168,7 +178,7 @@ class Simulation:
         `batch_pages` costs one TLB shootdown, which stalls all application threads;
         the copy's traffic loads both nodes' bandwidth.
         """
-        pages = np.asarray(pages, dtype=np.int64)
+        pages = _unique_in_order(np.asarray(pages, dtype=np.int64))
         if len(pages) == 0:
             return 0
         cur = self.mem.node[pages]
@@ -195,6 +205,8 @@ class Simulation:
         moves are counted as promotions/demotions but not as migrated bytes."""
         pages = np.asarray(pages, dtype=np.int64)
         dsts = np.asarray(dsts, dtype=np.uint8)
+        if len(np.unique(pages)) != len(pages):
+            raise ValueError("teleport: a page is listed twice")
         cur = self.mem.node[pages]
         keep = (cur != UNALLOC) & (cur != dsts)
         pages, dsts, cur = pages[keep], dsts[keep], cur[keep]

@@ -67,9 +67,9 @@ class Oracle(Policy):
         self._seen = version
         m = sim.machine
         order = sorted(range(m.nnodes), key=m.read_latency_ns)
-        # fill each node up to its high watermark so kswapd stays asleep; the slowest
-        # node takes whatever is left
-        limits = (sim.mem.capacity - sim.mem.wmark_high).astype(np.int64)
+        # fill each node down to its low watermark, where kswapd stays asleep (the
+        # allocator fills that far too); the slowest node takes whatever is left
+        limits = (sim.mem.capacity - sim.mem.wmark_low).astype(np.int64)
         limits[order[-1]] = sim.mem.capacity[order[-1]]
         if sim.mem.allocated > limits.sum():
             limits = sim.mem.capacity.copy()
