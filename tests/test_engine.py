@@ -201,3 +201,24 @@ def test_scaled_presets_keep_ratios():
     # remote DRAM is slower than local DRAM but faster than local Optane
     lat = [full.read_latency_ns(i) for i in range(4)]
     assert lat[0] < lat[1] < lat[2] < lat[3]
+
+
+def test_default_reclaim_is_clock_and_spares_hot_pages():
+    """kswapd's default victims come from a CLOCK sweep over accessed bits: after the
+    run has been going a while, demotion takes cold pages and leaves the hot ones."""
+    m = small_machine(dram_pages=1000, slow_pages=8192)
+    wl = HotCold(n=3000, hot=300, hot_frac=0.99)
+    sim = Simulation(m, wl, POLICIES.create("static"), ALLOCS.create("pm-preferred"))
+    sim.policy.attach(sim)
+    sim._apply_change(next(iter(wl.changes())))
+    # put the hot range and 600 cold pages in DRAM, then let time pass
+    hot = np.arange(2700, 3000)
+    cold = np.arange(0, 600)
+    assert sim.migrate(np.concatenate([hot, cold]), 0) == 900
+    # 2.5e4 updates in 5 s: each hot page ~165 accesses, each cold page ~0.17
+    sim._advance(5.0, 5e3)
+    sim._clock_hand[0] = 2700  # the hand starts on the hot pages: FIFO would take them
+    victims = sim._clock_victims(0, 300)
+    assert len(victims) == 300
+    assert np.isin(victims, hot).mean() < 0.05
+    assert sim.stats.migration_cpu_seconds > 0

@@ -8,10 +8,13 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
+import tomllib
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from pathlib import Path
 
 from .engine import Simulation
+from .errors import TierlabError
 from .machines import Machine, load_machine
 from .policies import ALLOCS, POLICIES, AllocPolicy, Policy
 from .registry import Spec
@@ -23,10 +26,40 @@ def make_machine(m, scale: float = 1.0) -> Machine:
     return m if isinstance(m, Machine) else load_machine(str(m), scale)
 
 
+def workload_spec(text: str) -> Spec:
+    """A workload spec, or a TOML file holding one:
+
+        workload = "gups"       # registered name
+        variant = "hotset"      # optional bare word
+        [params]                # optional, as on the command line
+        size = "64GiB"
+        hot = "4GiB"
+    """
+    if not text.endswith(".toml"):
+        return Spec.parse(text)
+    p = Path(text)
+    if not p.exists():
+        raise TierlabError(f"workload file {text!r} not found")
+    try:
+        d = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise TierlabError(f"workload file {text}: malformed TOML: {e}") from None
+    if "workload" not in d:
+        raise TierlabError(f"workload file {text}: missing key 'workload' (a registered "
+                           f"name: {', '.join(WORKLOADS.names())})")
+    unknown = set(d) - {"workload", "variant", "path", "params"}
+    if unknown:
+        raise TierlabError(f"workload file {text}: unknown key(s) {', '.join(sorted(unknown))}"
+                           "; valid: workload, variant, path, params")
+    args = tuple(str(d[k]) for k in ("variant", "path") if k in d)
+    params = {k.replace("-", "_"): str(v) for k, v in d.get("params", {}).items()}
+    return Spec(str(d["workload"]), args, params)
+
+
 def make_workload(w, scale: float = 1.0, seed: int = 0) -> Workload:
     if isinstance(w, Workload):
         return w
-    wl = WORKLOADS.create(Spec.parse(str(w)), scale=scale, seed=seed)
+    wl = WORKLOADS.create(workload_spec(str(w)), scale=scale, seed=seed)
     wl.name = str(w)
     return wl
 
@@ -110,7 +143,6 @@ def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,
     else:
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as ex:
             futs = {ex.submit(_run_job, j): i for i, j in enumerate(todo)}
-            from concurrent.futures import as_completed
             for f in as_completed(futs):
                 i = futs[f]
                 results[i] = f.result()

@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import TierlabError
 from ..field import RateField
 from ..machines import Machine
+from ..monitors import AccessedBits, RateSource
 from ..policies.alloc import AllocPolicy
 from ..policies.base import Policy
 from ..units import PAGE
@@ -34,7 +35,7 @@ from .timeline import Timeline
 
 def _unique_in_order(pages: np.ndarray) -> np.ndarray:
     """Drop repeated pages, keeping the first occurrence (callers list by priority)."""
-    if len(pages) < 2:
+    if len(pages) < 2 or bool(np.all(pages[1:] > pages[:-1])):
         return pages
     _, first = np.unique(pages, return_index=True)
     if len(first) == len(pages):
@@ -107,6 +108,11 @@ class Simulation:
         self._spare_cores = machine.cores_per_socket - workload.threads
         self.field_version = 0
         self.alloc_version = 0
+        # what the hardware exposes, shared by every consumer as in Linux (kswapd's
+        # CLOCK and a DAMON-like monitor clear the same PTE accessed bits)
+        self.source = RateSource(self.timeline, node_of=self.node_of)
+        self.bits = AccessedBits(self.source, self.rng_for("pte-accessed-bits"),
+                                 npages=workload.npages)
         self.monitors: dict = {}
         # metrics
         self._acc = np.zeros(k)  # cumulative accesses per node
@@ -200,12 +206,17 @@ class Simulation:
         self.stall(batches * self.machine.tlb_shootdown_s * self.workload.threads)
         return n
 
+    def migrate_range(self, start: int, end: int, dst: int, sync: bool = False,
+                      reason: str = "") -> int:
+        """Migrate the allocated pages of [start, end) (a region) to `dst`."""
+        return self.migrate(np.arange(start, end, dtype=np.int64), dst, sync, reason)
+
     def teleport(self, pages, dsts, reason: str = "oracle") -> int:
         """Move pages[i] to dsts[i] with no cost charged (the oracle's placement). The
         moves are counted as promotions/demotions but not as migrated bytes."""
         pages = np.asarray(pages, dtype=np.int64)
         dsts = np.asarray(dsts, dtype=np.uint8)
-        if len(np.unique(pages)) != len(pages):
+        if len(_unique_in_order(pages)) != len(pages):
             raise ValueError("teleport: a page is listed twice")
         cur = self.mem.node[pages]
         keep = (cur != UNALLOC) & (cur != dsts)
@@ -297,10 +308,26 @@ class Simulation:
         return int(self.now // self._pp_window) % 255 + 1
 
     def _clock_victims(self, node, n):
-        pages, hand, scanned = self.mem.pages_on(node, int(self._clock_hand[node]), n)
-        self._clock_hand[node] = hand
-        self.charge_cpu(scanned * self.costs.reclaim_scan_s, kind="migration")
-        return pages
+        """Default LRU approximation: CLOCK with second chance. The hand sweeps the
+        node's pages in address order; a page whose accessed bit is set gets its bit
+        cleared and is passed over, an unreferenced page becomes a victim (the 2Q
+        active/inactive lists of Linux approximate the same order)."""
+        victims, got, looked = [], 0, 0
+        limit = 2 * int(self.mem.used[node]) + 1
+        cpu0 = self.bits.cpu_seconds
+        while got < n and looked < limit:
+            cand, hand, scanned = self.mem.pages_on(
+                node, int(self._clock_hand[node]), max(2 * (n - got), 64))
+            self._clock_hand[node] = hand
+            self.charge_cpu(scanned * self.costs.reclaim_scan_s, kind="migration")
+            if len(cand) == 0:
+                break
+            looked += len(cand)
+            cold = cand[~self.bits.test_and_clear(0, cand, self.now)]
+            victims.append(cold[: n - got])
+            got += min(len(cold), n - got)
+        self.charge_cpu(self.bits.cpu_seconds - cpu0, kind="migration")
+        return np.concatenate(victims) if victims else np.zeros(0, dtype=np.int64)
 
     def _place_upto(self, pos: int, end: int, node: int, room) -> int:
         """Place pages from pos toward end on node, at most `room`; returns new pos."""

@@ -1,0 +1,16 @@
+"""Monitors: what a real system can see of the accesses (DESIGN.md, "Monitor").
+
+`source` answers questions about the access stream (statistical `RateSource`, exact
+`ExactSource` replay); `primitives` builds the hardware-like mechanisms the monitors
+share (accessed bits at every page-table level, PEBS samples, NUMA hint faults).
+"""
+from .primitives import (HINT_FAULT_SECONDS, LEVEL_NAMES, LEVEL_SPAN, PEBS_SAMPLE_SECONDS,
+                         PTE_CHECK_SECONDS, AccessedBits, HintFaults, PebsPoll, PebsSampler)
+from .source import AccessSource, ExactSource, RateSource, poisson_events
+
+__all__ = [
+    "AccessSource", "RateSource", "ExactSource", "poisson_events",
+    "AccessedBits", "PebsSampler", "PebsPoll", "HintFaults",
+    "LEVEL_SPAN", "LEVEL_NAMES", "PTE_CHECK_SECONDS", "PEBS_SAMPLE_SECONDS",
+    "HINT_FAULT_SECONDS",
+]
