@@ -23,7 +23,8 @@ machines can be TOML files (see docs/machines.md); `tierlab list ...` shows the 
 """
 
 err = Console(stderr=True)
-out = Console()
+# piped or logged output gets wide tables instead of 80-column wrapping
+out = Console(width=None if sys.stdout.isatty() else 170)
 
 
 def _scale(text: str) -> float:
@@ -222,10 +223,10 @@ def main(argv=None) -> int:
     try:
         return a.fn(a)
     except TierlabError as e:
-        err.print(f"tierlab: error: {e}", markup=False, highlight=False)
+        print(f"tierlab: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        err.print("tierlab: interrupted")
+        print("tierlab: interrupted", file=sys.stderr)
         return 130
 
 

@@ -28,12 +28,13 @@ class Spec:
         text = text.strip()
         if not text:
             raise TierlabError("empty name")
-        name, _, rest = text.partition(":")
+        # `name:variant,k=v` or `name,k=v` (no variant): the name ends at the first
+        # ':' or ','
+        cut = min((i for i in (text.find(":"), text.find(",")) if i >= 0), default=len(text))
+        name, rest = text[:cut], text[cut + 1:]
         args, params = [], {}
         if rest:
-            # masim:PATH and trace:PATH take a path, which may contain commas only
-            # before the first key=value; split on commas that start a key=value.
-            for part in _split_params(rest):
+            for part in rest.split(","):
                 if "=" in part:
                     k, _, v = part.partition("=")
                     params[k.strip().replace("-", "_")] = v.strip()
@@ -44,10 +45,6 @@ class Spec:
     def __str__(self) -> str:
         parts = list(self.args) + [f"{k}={v}" for k, v in self.params.items()]
         return self.name + (":" + ",".join(parts) if parts else "")
-
-
-def _split_params(rest: str):
-    return [p for p in rest.split(",")]
 
 
 class Registry(Generic[T]):

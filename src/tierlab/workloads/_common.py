@@ -1,0 +1,147 @@
+"""Helpers shared by the workload modules: parameter parsing with one-line errors,
+default amounts of work, and compact field builders."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from ..errors import TierlabError
+from ..field import RateField
+from ..units import PAGE, fmt_size, parse_size
+
+# ---------------------------------------------------------------------------------
+
+DRAM_NS = 81.0  #: idle local DRAM latency used to size default work (ALGORITHMS.md)
+DRAM_BW = 105e9  #: DRAM read bandwidth per socket (bytes/s) used to size default work
+
+_NUM = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGtT]?)\s*$")
+_DEC = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+
+
+def parse_number(value, what: str, *, lo=None, hi=None, lo_open=False, integer=False):
+    """A number given as int/float or text ('16', '0.9', '1e9', '2.5G' = 2.5e9).
+
+    Range violations and junk raise TierlabError naming the parameter and the value.
+    """
+    if isinstance(value, bool):
+        raise TierlabError(f"bad {what} {value!r}: expected a number")
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        x = float(value)
+    else:
+        m = _NUM.match(str(value))
+        if not m:
+            raise TierlabError(
+                f"bad {what} {value!r}: expected a number such as 16, 0.9, 1e9 or 2G")
+        x = float(m.group(1)) * _DEC[m.group(2).lower()]
+    if not math.isfinite(x):
+        raise TierlabError(f"bad {what} {value!r}: must be finite")
+    if integer:
+        if abs(x - round(x)) > 1e-9 * max(1.0, abs(x)):
+            raise TierlabError(f"bad {what} {value!r}: must be a whole number")
+        x = int(round(x))
+    if lo is not None and (x < lo or (lo_open and x == lo)):
+        raise TierlabError(f"bad {what} {value!r}: must be {'>' if lo_open else '>='} {lo}")
+    if hi is not None and x > hi:
+        raise TierlabError(f"bad {what} {value!r}: must be <= {hi}")
+    return x
+
+
+def parse_bytes(value, what: str, *, minimum: int = 1) -> int:
+    """A size in bytes ('64GiB', '4G', 4096) that must be >= minimum."""
+    n = parse_size(value, what)
+    if n < minimum:
+        raise TierlabError(f"bad {what} {value!r}: must be at least {fmt_size(minimum)}")
+    return n
+
+
+def parse_choice(value, what: str, choices) -> str:
+    v = str(value).strip().lower()
+    if v not in choices:
+        raise TierlabError(f"bad {what} {value!r}; valid: {', '.join(choices)}")
+    return v
+
+
+def parse_flag(value, what: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    v = str(value).strip().lower()
+    if v in ("1", "yes", "true", "on", "y"):
+        return True
+    if v in ("0", "no", "false", "off", "n"):
+        return False
+    raise TierlabError(f"bad {what} {value!r}; valid: yes, no")
+
+
+def scaled_pages(nbytes: float, scale: float) -> int:
+    """Pages covering nbytes x scale (at least one)."""
+    return max(1, -(-int(round(nbytes * scale)) // PAGE))
+
+
+def parse_scale(scale) -> float:
+    return parse_number(scale, "scale", lo=0.0, lo_open=True)
+
+
+def default_work(accesses_per_unit: float, compute_ns: float, threads: int, mlp: float,
+                 seconds: float = 90.0) -> float:
+    """Units of work that take about `seconds` with every page in local DRAM.
+
+    Per thread one unit costs compute_ns + accesses x 81 ns / mlp; the total is capped by
+    105 GB/s of 64-byte accesses. Rounded to 3 significant digits.
+    """
+    per_unit_ns = compute_ns + accesses_per_unit * DRAM_NS / max(mlp, 1e-9)
+    rate = threads * 1e9 / max(per_unit_ns, 1e-9)
+    if accesses_per_unit > 0:
+        rate = min(rate, DRAM_BW / (accesses_per_unit * 64.0))
+    w = max(seconds * rate, 1.0)
+    e = 10 ** (math.floor(math.log10(w)) - 2)
+    return float(round(w / e) * e)
+
+
+def sum_by_key(keys, *values):
+    """Sorted unique keys and the sums of each values array over equal keys."""
+    keys = np.asarray(keys, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    if len(k) == 0:
+        return (k,) + tuple(np.zeros(0) for _ in values)
+    first = np.concatenate(([True], k[1:] != k[:-1]))
+    idx = np.flatnonzero(first)
+    return (k[first],) + tuple(np.add.reduceat(np.asarray(v, dtype=np.float64)[order], idx)
+                               for v in values)
+
+
+def points_over_floor(npages: int, lo: int, hi: int, floor_r: float, floor_w: float,
+                      pages, pr, pw, extra=None) -> RateField:
+    """A field with per-page rates (pr, pw) at sorted unique `pages` inside [lo, hi) and
+    rate (floor_r, floor_w) on every other page of [lo, hi). Built directly (no overlap
+    resolution), so it costs O(len(pages)). `extra`: further disjoint segments
+    (starts, ends, read, write) outside [lo, hi) to merge in.
+    """
+    pages = np.asarray(pages, dtype=np.int64)
+    gs = np.concatenate(([lo], pages + 1))
+    ge = np.concatenate((pages, [hi]))
+    keep = ge > gs
+    gs, ge = gs[keep], ge[keep]
+    starts = np.concatenate((gs, pages))
+    ends = np.concatenate((ge, pages + 1))
+    rr = np.concatenate((np.full(len(gs), floor_r), np.broadcast_to(pr, pages.shape)))
+    ww = np.concatenate((np.full(len(gs), floor_w), np.broadcast_to(pw, pages.shape)))
+    if extra is not None:
+        starts = np.concatenate((starts, extra[0]))
+        ends = np.concatenate((ends, extra[1]))
+        rr = np.concatenate((rr, extra[2]))
+        ww = np.concatenate((ww, extra[3]))
+    order = np.argsort(starts, kind="stable")
+    starts, ends, rr, ww = starts[order], ends[order], rr[order], ww[order]
+    nz = (rr > 0) | (ww > 0)
+    return RateField(starts[nz], ends[nz], rr[nz], ww[nz], npages)
+
+
+def common_params(threads, compute_ns, mlp, *, what: str):
+    """Parse the threads / compute_ns / mlp parameters every workload takes."""
+    t = parse_number(threads, f"{what} threads", lo=1, integer=True)
+    c = parse_number(compute_ns, f"{what} compute_ns", lo=0.0)
+    m = parse_number(mlp, f"{what} mlp", lo=0.0, lo_open=True)
+    return t, c, m

@@ -1,0 +1,140 @@
+"""The CLI as a user runs it: outputs, files, and one-line errors with exit status 2."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tierlab.cli import main
+
+SMALL = ["--scale", "1/64"]
+
+
+def run_cli(*args):
+    """Run `python -m tierlab` in a subprocess (the real entry point, real exit code)."""
+    p = subprocess.run([sys.executable, "-m", "tierlab", *args], capture_output=True,
+                       text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "--machine", "nosuch"], "unknown machine 'nosuch'; valid: dram-cxl, optane-2tier"),
+    (["run", "--workload", "nosuch"], "unknown workload 'nosuch'; valid:"),
+    (["run", "--policy", "nosuch"], "unknown policy 'nosuch'; valid: oracle, static"),
+    (["run", "--alloc", "nosuch"], "valid: dram-always, dram-preferred, pm-always, pm-preferred"),
+    (["run", "--workload", "gups:hotset,hot=lots"], "bad"),
+    (["run", "--workload", "gups:hotset,bogus=1"], "unknown parameter 'bogus'"),
+    (["run", "--workload", "gups:nosuch"], "nosuch"),
+    (["run", "--machine", "optane-2tier:dram=abc"], "bad size 'abc'"),
+    (["run", "--workload", "gups:uniform,size=4TiB"], "but machine optane-2tier has"),
+    (["run", "--workload", "masim:/nonexistent.cfg"], "nonexistent"),
+    (["run", "--workload", "trace:/nonexistent.npz"], "nonexistent"),
+    (["list", "nosuch"], "unknown list 'nosuch'"),
+    (["compare", "--workloads", "gups:uniform", "--policies", "static", "--baseline",
+      "oracle", "--out", "x"], "baseline 'oracle' is not among --policies"),
+])
+def test_errors_are_one_line_and_exit_2(args, needle):
+    code, out, err = run_cli(*args)
+    assert code == 2, (out, err)
+    assert needle in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_bad_scale_is_an_argparse_error():
+    code, _, err = run_cli("run", "--scale", "0")
+    assert code == 2 and "bad scale" in err and "Traceback" not in err
+
+
+def test_malformed_machine_toml(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[machine\nname=1")
+    code, _, err = run_cli("run", "--machine", str(bad))
+    assert code == 2 and "malformed TOML" in err
+    nokind = tmp_path / "nokind.toml"
+    nokind.write_text('[[tier]]\nname="a"\nkind="sram"\ncapacity="1GiB"\nread_lat_ns=80\n'
+                      'read_bw="10GB"\n')
+    code, _, err = run_cli("run", "--machine", str(nokind))
+    assert code == 2 and "bad kind 'sram'" in err and "valid: dram, cxl, optane, nvm" in err
+
+
+def test_machine_and_workload_from_toml(tmp_path, capsys):
+    box = tmp_path / "box.toml"
+    box.write_text("""
+[machine]
+name = "box"
+[[tier]]
+name = "fast"
+kind = "dram"
+capacity = "2GiB"
+read_lat_ns = 80
+read_bw = "100GB"
+[[tier]]
+name = "slow"
+kind = "cxl"
+capacity = "8GiB"
+read_lat_ns = 200
+read_bw = "30GB"
+has_cpus = false
+""")
+    wl = tmp_path / "wl.toml"
+    wl.write_text('workload = "gups"\nvariant = "hotset"\n[params]\nsize = "4GiB"\n'
+                  'hot = "512MiB"\nupdates = "2e8"\n')
+    js = tmp_path / "r.json"
+    assert main(["run", "--machine", str(box), "--workload", str(wl), "--policy", "oracle",
+                 "--json", str(js)]) == 0
+    rec = json.loads(js.read_text())[0]
+    assert rec["machine"] == str(box)
+    assert set(rec["tier_access_share"]) == {"fast", "slow"}
+    assert rec["tier_access_share"]["fast"] > 0.85  # the 512 MiB hot set sits in 2 GiB
+
+
+def test_run_prints_table_and_writes_record(tmp_path, capsys):
+    js = tmp_path / "run.json"
+    assert main(["run", *SMALL, "--workload", "gups:hotset", "--policy", "oracle",
+                 "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "gups:hotset" in out and "oracle" in out
+    (rec,) = json.loads(js.read_text())
+    for key in ("machine", "workload", "policy", "alloc", "seed", "sim_seconds", "work",
+                "throughput", "tier_access_share", "promotions", "demotions", "pingpong",
+                "migrated_bytes", "monitor_cpu_seconds", "wall_seconds"):
+        assert key in rec
+
+
+def test_compare_writes_results_and_plots_and_is_independent_of_jobs(tmp_path):
+    recs = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"j{jobs}"
+        assert main(["compare", *SMALL, "--workloads", "gups:uniform,gups:hotset",
+                     "--policies", "static,oracle", "--jobs", str(jobs),
+                     "--out", str(out)]) == 0
+        for f in ("results.json", "results.csv", "speedup.png", "throughput.png",
+                  "tier_share.png"):
+            assert (out / f).stat().st_size > 0, f
+        recs[jobs] = json.loads((out / "results.json").read_text())
+    strip = lambda rs: [{k: v for k, v in r.items() if k != "wall_seconds"} for r in rs]  # noqa
+    assert strip(recs[1]) == strip(recs[2])
+    by = {(r["workload"], r["policy"]): r for r in recs[1]}
+    assert by[("gups:hotset", "static")]["speedup"] == pytest.approx(1.0)
+    assert by[("gups:hotset", "oracle")]["speedup"] > 1.5
+    csv = (tmp_path / "j1" / "results.csv").read_text().splitlines()
+    assert csv[0].startswith("machine,workload,policy,alloc,seed") and len(csv) == 5
+
+
+def test_list_shows_registered_names(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("optane-4tier", "gups", "masim", "ycsb", "oracle", "pm-always"):
+        assert name in out
+
+
+def test_help_explains(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["compare", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--baseline" in out and "--jobs" in out and "gups:hotset,hot=4GiB" in out
