@@ -1,6 +1,9 @@
 # make demo: the main job on its default scenario; make test: every test.
 # Both create .venv in the repo root and install what they need.
 PY ?= python3
+ALLOC ?= dram-preferred
+SCALE ?= 1/8
+OUT ?= demo-out
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -14,9 +17,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/tierlab compare --machine optane-2tier --scale $${SCALE:-1/8} \
+	$(BIN)/tierlab compare --machine optane-2tier --scale $(SCALE) \
 	  --workloads gups:uniform,gups:hotset,gups:dynamic --policies static,oracle \
-	  --allocs $${ALLOC:-dram-preferred} --baseline static --out $${OUT:-demo-out}
+	  --allocs $(ALLOC) --baseline static --out $(OUT)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

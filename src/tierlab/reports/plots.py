@@ -51,15 +51,17 @@ def plot_timeseries(records, path: Path) -> Path:
     fig, axes = plt.subplots(len(workloads), 1, figsize=(8, 2.6 * len(workloads)),
                              squeeze=False)
     for ax, w in zip(axes[:, 0], workloads):
+        top = 0.0
         for r in records:
             if r["workload"] != w or r["seed"] != records[0]["seed"]:
                 continue
             s = r["series"]
             ax.plot(s["t"], s["throughput"], label=_label(r["policy"], r["alloc"], allocs),
                     lw=1.2)
+            top = max(top, max(s["throughput"], default=0.0))
         ax.set_title(w, fontsize=10)
         ax.set_ylabel(f"{records[0].get('work_unit', 'ops')}/s")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, top * 1.1 or 1.0)
     axes[-1, 0].set_xlabel("simulated seconds")
     axes[0, 0].legend(fontsize=8)
     fig.tight_layout()
