@@ -381,3 +381,18 @@ def test_accessed_10k_regions_is_fast():
         rs.accessed(a, b, t0, 4.0, rng)
         best = min(best, time.perf_counter() - t)
     assert best < 0.02, best   # typically ~1 ms on a slow core, two field epochs
+
+
+def test_record_cap_with_repeated_keys_does_not_crash():
+    """Regression: runs holding the same keys exceed the cap before merging but not
+    after; pruning must then keep them all instead of partitioning out of range."""
+    f = RateField([0], [1000], [1.0], [0.0], 1000)
+    tl = Timeline(f)
+    tl.advance(1.0, 100.0)
+    bits = AccessedBits(RateSource(tl), np.random.default_rng(0), horizon=100.0,
+                        max_entries=400)
+    keys = np.arange(100)  # 5 runs x 100 > cap 400, but merged 100 < keep 300
+    for i in range(5):
+        bits.test_and_clear(0, keys, 0.1 * (i + 1))
+    assert bits.stored(0) <= 400
+    assert bits.test(0, keys, 0.5).dtype == bool

@@ -450,3 +450,9 @@ def test_full_scale_fields_are_compact():
     assert f.nsegments < 200_000
     w = make("ycsb:a", scale=0.25)
     assert next(w.changes()).field.nsegments <= 2 * 65536 + 2
+
+
+def test_graph_kernel_as_variant():
+    from tierlab.api import make_workload
+    assert make_workload("graph:bc", scale=1 / 256).params["kernel"] == "bc"
+    assert make_workload("graph:kernel=pr", scale=1 / 256).params["kernel"] == "pr"

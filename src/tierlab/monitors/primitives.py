@@ -170,9 +170,10 @@ class _Level:
             for r in runs[1:]:
                 merged = _merge(merged, r, -np.inf)
             keep = (3 * max_entries) // 4
-            cut = np.partition(merged.touched, len(merged) - keep)[len(merged) - keep]
-            self.floor = max(self.floor, float(cut))
-            merged = merged.take(merged.touched > cut)
+            if len(merged) > keep:  # merging repeated keys may already have shrunk it
+                cut = np.partition(merged.touched, len(merged) - keep)[len(merged) - keep]
+                self.floor = max(self.floor, float(cut))
+                merged = merged.take(merged.touched > cut)
             runs = [merged] if len(merged) else []
         self.runs = runs
 

@@ -172,14 +172,15 @@ def compress(mass: np.ndarray, detail: int, max_chunks: int = 16384):
 class Graph(Workload):
     """Power-law graph kernel (GAPBS-like pr or bc): CSR sweeps, degree-skewed vertices."""
 
-    def __init__(self, vertices=800_000_000, avg_degree=16, alpha=2.0, iterations=None,
-                 kernel="pr", sorted="no", threads=16, compute_ns=1.0, mlp=8.0,
+    def __init__(self, variant=None, vertices=800_000_000, avg_degree=16, alpha=2.0,
+                 iterations=None, kernel="pr", sorted="no", threads=16, compute_ns=1.0, mlp=8.0,
                  detail=65536, scale=1.0, seed=0):
         super().__init__()
         scale = parse_scale(scale)
         self.threads, self.compute_ns, self.mlp = common_params(threads, compute_ns, mlp,
                                                                 what="graph")
-        self.kernel = parse_choice(kernel, "graph kernel", tuple(KERNELS))
+        # `graph:bc` names the kernel as a variant; `graph:kernel=bc` works too
+        self.kernel = parse_choice(variant or kernel, "graph kernel", tuple(KERNELS))
         self.sorted = parse_flag(sorted, "graph sorted")
         V0 = parse_number(vertices, "graph vertices", lo=1, integer=True)
         d = parse_number(avg_degree, "graph avg_degree", lo=0.0, lo_open=True)
