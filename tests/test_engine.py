@@ -222,3 +222,24 @@ def test_default_reclaim_is_clock_and_spares_hot_pages():
     assert len(victims) == 300
     assert np.isin(victims, hot).mean() < 0.05
     assert sim.stats.migration_cpu_seconds > 0
+
+
+def test_pass_times_interval_map_matches_dense():
+    from tierlab.engine.memory import PassTimes
+    rng = np.random.default_rng(0)
+    n = 500
+    pt, dense = PassTimes(n), np.zeros(n)
+    for step in range(400):
+        a = int(rng.integers(0, n))
+        c = a + int(rng.integers(1, 120))
+        t = float(step + 1)
+        if rng.random() < 0.5:
+            pt.set(a, c, t)
+            dense[a:min(c, n)] = t
+        else:
+            pt.set_swept(a, c - a, t)
+            dense[a:min(c, n)] = t
+            if c > n:
+                dense[: c - n] = t
+        assert np.array_equal(pt.get(np.arange(n)), dense)
+        assert len(pt.times) == len(pt.bounds) - 1 and pt.bounds[-1] == n

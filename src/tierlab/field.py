@@ -180,9 +180,9 @@ class RateField:
         pages the segments cover; the engine calls it when the field changes and keeps
         the totals incrementally on migration.
         """
-        k = 256  # node values are uint8; 255 marks an unallocated page
+        k = nnodes + 1  # column nnodes collects unallocated pages (node value 255)
         if self.nsegments <= 512:
-            counts = np.stack([np.bincount(node[s:e], minlength=k)
+            counts = np.stack([np.bincount(np.minimum(node[s:e], nnodes), minlength=k)
                                for s, e in zip(self.starts.tolist(), self.ends.tolist())]) \
                 if self.nsegments else np.zeros((0, k))
         else:
@@ -190,7 +190,7 @@ class RateField:
             covered = int(lengths.sum())
             offs = np.repeat(self.starts - np.concatenate(([0], np.cumsum(lengths)[:-1])),
                              lengths)
-            idx = node[np.arange(covered, dtype=np.int64) + offs].astype(np.int64)
+            idx = np.minimum(node[np.arange(covered, dtype=np.int64) + offs], nnodes)
             seg = np.repeat(np.arange(self.nsegments, dtype=np.int64), lengths)
             counts = np.bincount(seg * k + idx, minlength=self.nsegments * k)
             counts = counts.reshape(self.nsegments, k)

@@ -28,7 +28,7 @@ from ..policies.alloc import AllocPolicy
 from ..policies.base import Policy
 from ..units import PAGE
 from ..workloads.base import Workload
-from .memory import UNALLOC, Memory
+from .memory import UNALLOC, Memory, PassTimes
 from .throughput import solve_throughput
 from .timeline import Timeline
 
@@ -105,6 +105,7 @@ class Simulation:
         self._epoch = np.zeros(workload.npages, dtype=np.uint8)  # demotion stamps
         self._pp_window = pingpong_window
         self._clock_hand = np.zeros(k, dtype=np.int64)
+        self._passes = [PassTimes(workload.npages) for _ in range(k)]
         self._spare_cores = machine.cores_per_socket - workload.threads
         self.field_version = 0
         self.alloc_version = 0
@@ -228,7 +229,9 @@ class Simulation:
             raise RuntimeError("teleport over capacity")
         self.mem.node[pages] = dsts
         self.mem.used[:] = used
-        self._reads, self._writes = self.timeline.field.per_node_totals(self.mem.node, k)
+        r, w = self.timeline.field.rate_of(pages)
+        self._reads += np.bincount(dsts, r, 256)[:k] - np.bincount(cur, r, 256)[:k]
+        self._writes += np.bincount(dsts, w, 256)[:k] - np.bincount(cur, w, 256)[:k]
         rank = np.argsort(np.asarray(self.machine.demotion))
         up = rank[dsts] < rank[cur]
         self.stats.promotions += int(up.sum())
@@ -309,21 +312,26 @@ class Simulation:
 
     def _clock_victims(self, node, n):
         """Default LRU approximation: CLOCK with second chance. The hand sweeps the
-        node's pages in address order; a page whose accessed bit is set gets its bit
-        cleared and is passed over, an unreferenced page becomes a victim (the 2Q
-        active/inactive lists of Linux approximate the same order)."""
+        node's pages in address order; a page accessed since the hand last passed it
+        is passed over (its bit cleared), an unreferenced page becomes a victim (the 2Q
+        active/inactive lists of Linux approximate the same order). Reclaim keeps its
+        own view of the accessed bits, as Linux does when DAMON samples the same PTEs
+        (DAMON's mkold marks the folio young so reclaim still sees the access)."""
+        passes = self._passes[node]
         victims, got, looked = [], 0, 0
         limit = 2 * int(self.mem.used[node]) + 1
         cpu0 = self.bits.cpu_seconds
         while got < n and looked < limit:
-            cand, hand, scanned = self.mem.pages_on(
-                node, int(self._clock_hand[node]), max(2 * (n - got), 64))
+            start = int(self._clock_hand[node])
+            cand, hand, scanned = self.mem.pages_on(node, start, max(2 * (n - got), 64))
             self._clock_hand[node] = hand
             self.charge_cpu(scanned * self.costs.reclaim_scan_s, kind="migration")
             if len(cand) == 0:
                 break
             looked += len(cand)
-            cold = cand[~self.bits.test_and_clear(0, cand, self.now)]
+            referenced = self.bits.test_since(0, cand, passes.get(cand), self.now)
+            passes.set_swept(start, scanned, self.now)
+            cold = cand[~referenced]
             victims.append(cold[: n - got])
             got += min(len(cold), n - got)
         self.charge_cpu(self.bits.cpu_seconds - cpu0, kind="migration")

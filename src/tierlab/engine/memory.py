@@ -68,9 +68,11 @@ class Memory:
         self.used[dst] += len(pages)
         return src
 
-    def pages_on(self, node: int, start: int, limit: int, chunk: int = 1 << 20):
+    def pages_on(self, node: int, start: int, limit: int):
         """Up to `limit` pages on `node`, scanning addresses from `start` and wrapping
-        (a CLOCK hand over the node's pages). Returns (pages, next hand position)."""
+        (a CLOCK hand over the node's pages). Returns (pages, next hand position,
+        addresses scanned). The scan window starts near the need and doubles."""
+        chunk = max(4 * limit, 4096)
         found = []
         n = 0
         pos = start % max(self.npages, 1)
@@ -85,5 +87,49 @@ class Memory:
             n += len(hits)
             scanned += end - pos
             pos = end % self.npages
+            chunk = min(2 * chunk, 1 << 22)
         pages = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
         return pages.astype(np.int64), pos, scanned
+
+
+class PassTimes:
+    """When a CLOCK hand last passed each address: a compact interval map (sorted
+    boundaries, one time per interval), so per-page state is never stored."""
+
+    def __init__(self, npages: int, t0: float = 0.0):
+        self.npages = int(npages)
+        self.bounds = np.array([0, self.npages], dtype=np.int64)
+        self.times = np.array([t0])
+
+    def get(self, pages) -> np.ndarray:
+        i = np.searchsorted(self.bounds, np.asarray(pages, dtype=np.int64), side="right") - 1
+        return self.times[np.clip(i, 0, len(self.times) - 1)]
+
+    def set(self, a: int, c: int, t: float) -> None:
+        """Pages [a, c) were passed at time t."""
+        a, c = max(int(a), 0), min(int(c), self.npages)
+        if c <= a:
+            return
+        b, ts = self.bounds, self.times
+        i = int(np.searchsorted(b, a, side="right")) - 1  # interval holding a
+        j = int(np.searchsorted(b, c - 1, side="right")) - 1  # interval holding c - 1
+        left_b, left_t = b[:i], ts[:i]
+        if b[i] < a:  # interval i keeps its part before a
+            left_b, left_t = b[: i + 1], ts[: i + 1]
+        mid_b, mid_t = [a], [t]
+        if c < b[j + 1]:  # interval j keeps its part from c on
+            mid_b, mid_t = [a, c], [t, ts[j]]
+        bounds = np.concatenate((left_b, mid_b, b[j + 1:]))
+        times = np.concatenate((left_t, mid_t, ts[j + 1:]))
+        keep = np.concatenate(([True], times[1:] != times[:-1]))
+        self.times = times[keep]
+        self.bounds = np.concatenate((bounds[:-1][keep], [self.npages])).astype(np.int64)
+
+    def set_swept(self, start: int, scanned: int, t: float) -> None:
+        """A sweep of `scanned` addresses from `start`, wrapping at the end."""
+        if scanned <= 0:
+            return
+        end = start + min(scanned, self.npages)
+        self.set(start, min(end, self.npages), t)
+        if end > self.npages:
+            self.set(0, end - self.npages, t)

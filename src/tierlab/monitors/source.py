@@ -151,7 +151,7 @@ class RateSource(AccessSource):
     non-decreasing. Cost per call: O(entries x field epochs overlapping the interval).
     """
 
-    _CACHE = 32
+    _CACHE = 64
 
     def __init__(self, timeline: Timeline, node_of=None):
         self.timeline = timeline

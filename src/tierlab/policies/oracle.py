@@ -33,7 +33,8 @@ def ideal_placement(field, node: np.ndarray, order: list[int], limits: np.ndarra
     before = np.zeros(len(starts), dtype=np.int64)
     before[order_pieces] = np.concatenate(([0], np.cumsum(per_piece[order_pieces])[:-1]))
     pages = np.flatnonzero(alloc)
-    piece = np.searchsorted(starts, pages, side="right") - 1
+    # the pieces partition [0, n): a repeat gives every page its piece without a search
+    piece = np.repeat(np.arange(len(starts), dtype=np.int32), ends - starts)[pages]
     g = before[piece] + (csum[pages] - csum[starts[piece]])
     bounds = np.cumsum(limits[order])
     slot = np.searchsorted(bounds, g, side="right")
