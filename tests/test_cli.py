@@ -113,7 +113,7 @@ def test_compare_writes_results_and_plots_and_is_independent_of_jobs(tmp_path):
                      "--policies", "static,oracle", "--jobs", str(jobs),
                      "--out", str(out)]) == 0
         for f in ("results.json", "results.csv", "speedup.png", "throughput.png",
-                  "tier_share.png"):
+                  "tier_share.png", "tier_share_time.png"):
             assert (out / f).stat().st_size > 0, f
         recs[jobs] = json.loads((out / "results.json").read_text())
     strip = lambda rs: [{k: v for k, v in r.items() if k != "wall_seconds"} for r in rs]  # noqa

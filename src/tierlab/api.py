@@ -8,16 +8,14 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from pathlib import Path
 
 from .engine import Simulation
 from .errors import TierlabError
 from .machines import Machine, load_machine
 from .policies import ALLOCS, POLICIES, AllocPolicy, Policy
-from .registry import Spec
+from .registry import Spec, load_toml
 from .reports.results import add_speedups
 from .workloads import WORKLOADS, Workload
 
@@ -37,13 +35,7 @@ def workload_spec(text: str) -> Spec:
     """
     if not text.endswith(".toml"):
         return Spec.parse(text)
-    p = Path(text)
-    if not p.exists():
-        raise TierlabError(f"workload file {text!r} not found")
-    try:
-        d = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise TierlabError(f"workload file {text}: malformed TOML: {e}") from None
+    d = load_toml(text, "workload")
     if "workload" not in d:
         raise TierlabError(f"workload file {text}: missing key 'workload' (a registered "
                            f"name: {', '.join(WORKLOADS.names())})")

@@ -7,7 +7,9 @@ decorates its class with ``@REGISTRY.register("name")``.
 from __future__ import annotations
 
 import inspect
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Generic, TypeVar
 
 from .errors import TierlabError, choices_error
@@ -111,3 +113,14 @@ class Registry(Generic[T]):
             return factory(**params, **extra)
         except TypeError as e:  # a missing required parameter
             raise TierlabError(f"{self.kind} {spec.name!r}: {e}") from None
+
+
+def load_toml(path: str, what: str) -> dict:
+    """Read a user's TOML file; a missing or malformed file is a one-line error."""
+    p = Path(path)
+    if not p.exists():
+        raise TierlabError(f"{what} file {path!r} not found")
+    try:
+        return tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise TierlabError(f"{what} file {path}: malformed TOML: {e}") from None

@@ -1,12 +1,11 @@
 """Machine description (DESIGN.md, "Machine") and TOML loading."""
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import TierlabError
-from ..registry import Registry, Spec
+from ..registry import Registry, Spec, load_toml
 from ..units import PAGE, fmt_size, parse_duration, parse_size
 
 MACHINES: Registry = Registry("machine")
@@ -179,14 +178,7 @@ def machine_from_dict(d: dict, source: str) -> Machine:
 def load_machine(spec: str, scale: float = 1.0) -> Machine:
     """A preset name (with params) or a path to a TOML file; then `--scale`."""
     if spec.endswith(".toml") or "/" in spec:
-        p = Path(spec)
-        if not p.exists():
-            raise TierlabError(f"machine file {spec!r} not found")
-        try:
-            d = tomllib.loads(p.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise TierlabError(f"machine file {spec}: malformed TOML: {e}") from None
-        m = machine_from_dict(d, spec)
+        m = machine_from_dict(load_toml(spec, "machine"), spec)
     else:
         m = MACHINES.create(Spec.parse(spec))
     return m.scaled(scale) if scale != 1.0 else m

@@ -272,14 +272,19 @@ class AccessedBits:
         self.levels[level].insert(rec, now, self.horizon, self.max_entries)
 
     # -- hardware-like API ----------------------------------------------------------
-    def test(self, level: int, idx, now: float) -> np.ndarray:
-        """Accessed bit of entries `idx` at time `now` (not cleared)."""
+    def _entries(self, level: int, idx):
+        """Validate and charge a batch: (sorted unique entries, inverse) or None."""
         self._level(level)
         idx = _as_idx(idx)
         self.charge(idx.size)
-        if idx.size == 0:
+        return _unique(idx) if idx.size else None
+
+    def test(self, level: int, idx, now: float) -> np.ndarray:
+        """Accessed bit of entries `idx` at time `now` (not cleared)."""
+        ent = self._entries(level, idx)
+        if ent is None:
             return np.zeros(0, dtype=bool)
-        u, inv = _unique(idx)
+        u, inv = ent
         res, since = self._observe(level, u, now)
         # found set: remember (stays set); found clear: equivalent to a clear at now
         self._store(level, u, np.where(res, since, now), res, now)
@@ -287,12 +292,10 @@ class AccessedBits:
 
     def test_and_clear(self, level: int, idx, now: float) -> np.ndarray:
         """Accessed bit of entries `idx` at `now`, then clear them."""
-        self._level(level)
-        idx = _as_idx(idx)
-        self.charge(idx.size)
-        if idx.size == 0:
+        ent = self._entries(level, idx)
+        if ent is None:
             return np.zeros(0, dtype=bool)
-        u, inv = _unique(idx)
+        u, inv = ent
         res, _ = self._observe(level, u, now)
         self._store(level, u, float(now), False, now)
         return res if inv is None else res[inv]

@@ -101,8 +101,41 @@ def plot_tier_share(records, path: Path) -> Path:
     return path
 
 
+def plot_share_over_time(records, path: Path) -> Path:
+    """Share of accesses served by each tier over time, one panel per workload and
+    policy (stacked areas), so promotions and demotions show as they happen."""
+    workloads, series = _groups(records)
+    allocs = {a for _, a in series}
+    runs = [r for r in records if r["seed"] == records[0]["seed"]]
+    fig, axes = plt.subplots(len(workloads), len(series), squeeze=False,
+                             figsize=(3.2 * len(series) + 1, 2.2 * len(workloads)),
+                             sharey=True)
+    for i, w in enumerate(workloads):
+        for j, (pol, alloc) in enumerate(series):
+            ax = axes[i, j]
+            r = next((r for r in runs if r["workload"] == w and r["policy"] == pol
+                      and r["alloc"] == alloc), None)
+            if r is None:
+                ax.axis("off")
+                continue
+            s = r["series"]
+            ys = [s["tier_share"][t] for t in s["tier_share"]]
+            if s["t"]:
+                ax.stackplot(s["t"], ys, labels=list(s["tier_share"]))
+            ax.set_ylim(0, 1)
+            ax.set_title(f"{w}\n{_label(pol, alloc, allocs)}", fontsize=8)
+    axes[0, -1].legend(fontsize=7, loc="lower right")
+    for ax in axes[-1]:
+        ax.set_xlabel("simulated s", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def plot_all(records, baseline, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     return [plot_speedup(records, baseline, out / "speedup.png"),
             plot_timeseries(records, out / "throughput.png"),
-            plot_tier_share(records, out / "tier_share.png")]
+            plot_tier_share(records, out / "tier_share.png"),
+            plot_share_over_time(records, out / "tier_share_time.png")]
