@@ -40,6 +40,9 @@ def check_invariants(sim):
     assert np.array_equal(counts[:k], mem.used), "used[] disagrees with the page map"
     assert np.all(mem.used <= mem.capacity), "a node is over capacity"
     assert counts[k:UNALLOC].sum() == 0, "a page sits on a node that does not exist"
+    active = (sim.lru.flags & 1) != 0
+    assert np.array_equal(np.bincount(mem.node[active], minlength=256)[:k],
+                          sim.lru.nr_active), "LRU active counts drifted"
     # the incrementally kept per-node rates equal a recount from scratch
     r, w = sim.timeline.field.per_node_totals(mem.node, k)
     assert np.allclose(r, sim._reads, rtol=1e-9, atol=1e-12)
@@ -203,9 +206,9 @@ def test_scaled_presets_keep_ratios():
     assert lat[0] < lat[1] < lat[2] < lat[3]
 
 
-def test_default_reclaim_is_clock_and_spares_hot_pages():
-    """kswapd's default victims come from a CLOCK sweep over accessed bits: after the
-    run has been going a while, demotion takes cold pages and leaves the hot ones."""
+def test_default_reclaim_is_lru_and_spares_hot_pages():
+    """kswapd's default victims come from the inactive list's CLOCK over accessed bits:
+    demotion takes cold pages and activates the hot ones instead."""
     m = small_machine(dram_pages=1000, slow_pages=8192)
     wl = HotCold(n=3000, hot=300, hot_frac=0.99)
     sim = Simulation(m, wl, POLICIES.create("static"), ALLOCS.create("pm-preferred"))
@@ -217,10 +220,11 @@ def test_default_reclaim_is_clock_and_spares_hot_pages():
     assert sim.migrate(np.concatenate([hot, cold]), 0) == 900
     # 2.5e4 updates in 5 s: each hot page ~165 accesses, each cold page ~0.17
     sim._advance(5.0, 5e3)
-    sim._clock_hand[0] = 2700  # the hand starts on the hot pages: FIFO would take them
-    victims = sim._clock_victims(0, 300)
+    sim.lru._hand[(0, 0)] = 2700  # the hand starts on the hot pages: FIFO takes them
+    victims = sim.lru.reclaim_victims(0, 300)
     assert len(victims) == 300
     assert np.isin(victims, hot).mean() < 0.05
+    assert sim.lru.is_active(hot).mean() > 0.95  # referenced: activated, not reclaimed
     assert sim.stats.migration_cpu_seconds > 0
 
 
@@ -243,3 +247,43 @@ def test_pass_times_interval_map_matches_dense():
                 dense[: c - n] = t
         assert np.array_equal(pt.get(np.arange(n)), dense)
         assert len(pt.times) == len(pt.bounds) - 1 and pt.bounds[-1] == n
+
+
+def test_mark_accessed_two_touches_activate():
+    m = small_machine()
+    sim = Simulation(m, HotCold(), POLICIES.create("static"), ALLOCS.create("dram-preferred"))
+    sim.policy.attach(sim)
+    sim._apply_change(next(iter(sim.workload.changes())))
+    p = np.array([5, 6])
+    assert not sim.lru.mark_accessed(p).any()  # inactive -> referenced
+    assert not sim.lru.is_active(p).any()
+    assert not sim.lru.mark_accessed(p).any()  # referenced -> active
+    assert sim.lru.is_active(p).all()
+    assert sim.lru.mark_accessed(p).all()  # reports they were active
+    assert sim.lru.nr_active[sim.mem.node[5]] == 2
+
+
+def test_lists_rebalance_when_inactive_is_low():
+    """With every page active and none referenced, reclaim first deactivates from the
+    active list (shrink_active_list), then reclaims from the inactive one."""
+    m = small_machine(dram_pages=1000)
+    sim = Simulation(m, HotCold(n=3000, hot=300), POLICIES.create("static"),
+                     ALLOCS.create("dram-preferred"))
+    sim.policy.attach(sim)
+    sim._apply_change(next(iter(sim.workload.changes())))
+    on0 = np.flatnonzero(sim.mem.node == 0)
+    sim.lru.activate(on0)
+    assert sim.lru.inactive_is_low(0)
+    victims = sim.lru.reclaim_victims(0, 50)
+    assert len(victims) == 50
+    assert sim.lru.nr_inactive(0) > 0
+
+
+def test_pages_on_never_returns_a_page_twice():
+    from tierlab.engine.memory import Memory
+    m = small_machine(dram_pages=1000)
+    mem = Memory(m, 5000)
+    mem.place_range(0, 700, 0)
+    for start in (0, 350, 4999):
+        pages, hand, scanned = mem.pages_on(0, start, 10_000)
+        assert len(pages) == 700 and len(np.unique(pages)) == 700 and scanned == 5000

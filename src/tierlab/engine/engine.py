@@ -28,7 +28,8 @@ from ..policies.alloc import AllocPolicy
 from ..policies.base import Policy
 from ..units import PAGE
 from ..workloads.base import Workload
-from .memory import UNALLOC, Memory, PassTimes
+from .lru import LRU
+from .memory import UNALLOC, Memory
 from .throughput import solve_throughput
 from .timeline import Timeline
 
@@ -104,8 +105,6 @@ class Simulation:
         self._seq = 0
         self._epoch = np.zeros(workload.npages, dtype=np.uint8)  # demotion stamps
         self._pp_window = pingpong_window
-        self._clock_hand = np.zeros(k, dtype=np.int64)
-        self._passes = [PassTimes(workload.npages) for _ in range(k)]
         self._spare_cores = machine.cores_per_socket - workload.threads
         self.field_version = 0
         self.alloc_version = 0
@@ -115,6 +114,7 @@ class Simulation:
         self.bits = AccessedBits(self.source, self.rng_for("pte-accessed-bits"),
                                  npages=workload.npages)
         self.monitors: dict = {}
+        self.lru = LRU(self)
         # metrics
         self._acc = np.zeros(k)  # cumulative accesses per node
         self._series = {"t": [], "work": [], "acc": []}
@@ -229,6 +229,7 @@ class Simulation:
             raise RuntimeError("teleport over capacity")
         self.mem.node[pages] = dsts
         self.mem.used[:] = used
+        self.lru.on_moves(pages, cur, dsts)
         r, w = self.timeline.field.rate_of(pages)
         self._reads += np.bincount(dsts, r, 256)[:k] - np.bincount(cur, r, 256)[:k]
         self._writes += np.bincount(dsts, w, 256)[:k] - np.bincount(cur, w, 256)[:k]
@@ -243,14 +244,14 @@ class Simulation:
     def reclaim(self, node: int, n: int, direct: bool = False) -> int:
         """Demote up to n pages from `node` down the demotion path (kswapd, or direct
         reclaim in the allocating thread when `direct`). Victims: the policy's choice,
-        else a CLOCK sweep over the node's pages (the default LRU approximation)."""
+        else the inactive tail of the node's LRU (`engine/lru.py`)."""
         lower = self.machine.lower(node)
         moved = 0
         while lower is not None and moved < n:
             want = n - moved
             victims = self.policy.select_victims(node, want)
             if victims is None:
-                victims = self._clock_victims(node, want)
+                victims = self.lru.reclaim_victims(node, want)
             victims = np.asarray(victims, dtype=np.int64)[:want]
             if len(victims) == 0:
                 break
@@ -275,6 +276,7 @@ class Simulation:
     # ------------------------------------------------------------------ internals
     def _move(self, pages, dst, reason, copy=True):
         src = self.mem.move(pages, dst)
+        self.lru.on_move(pages, src, dst)
         f = self.timeline.field
         r, w = f.rate_of(pages)
         k = self.machine.nnodes
@@ -310,39 +312,13 @@ class Simulation:
         of its demotion counts as ping-pong."""
         return int(self.now // self._pp_window) % 255 + 1
 
-    def _clock_victims(self, node, n):
-        """Default LRU approximation: CLOCK with second chance. The hand sweeps the
-        node's pages in address order; a page accessed since the hand last passed it
-        is passed over (its bit cleared), an unreferenced page becomes a victim (the 2Q
-        active/inactive lists of Linux approximate the same order). Reclaim keeps its
-        own view of the accessed bits, as Linux does when DAMON samples the same PTEs
-        (DAMON's mkold marks the folio young so reclaim still sees the access)."""
-        passes = self._passes[node]
-        victims, got, looked = [], 0, 0
-        limit = 2 * int(self.mem.used[node]) + 1
-        cpu0 = self.bits.cpu_seconds
-        while got < n and looked < limit:
-            start = int(self._clock_hand[node])
-            cand, hand, scanned = self.mem.pages_on(node, start, max(2 * (n - got), 64))
-            self._clock_hand[node] = hand
-            self.charge_cpu(scanned * self.costs.reclaim_scan_s, kind="migration")
-            if len(cand) == 0:
-                break
-            looked += len(cand)
-            referenced = self.bits.test_since(0, cand, passes.get(cand), self.now)
-            passes.set_swept(start, scanned, self.now)
-            cold = cand[~referenced]
-            victims.append(cold[: n - got])
-            got += min(len(cold), n - got)
-        self.charge_cpu(self.bits.cpu_seconds - cpu0, kind="migration")
-        return np.concatenate(victims) if victims else np.zeros(0, dtype=np.int64)
-
     def _place_upto(self, pos: int, end: int, node: int, room) -> int:
         """Place pages from pos toward end on node, at most `room`; returns new pos."""
         take = int(min(end - pos, max(int(room), 0)))
         if take <= 0:
             return pos
         self.mem.place_range(pos, pos + take, node)
+        self.lru.on_alloc(pos, pos + take)
         r, w = self.timeline.field.range_sum(np.array([pos]), np.array([pos + take]))
         self._reads[node] += r[0]
         self._writes[node] += w[0]
@@ -353,6 +329,7 @@ class Simulation:
     def _apply_change(self, ch) -> None:
         if ch.free is not None:
             for s, e in np.asarray(ch.free).reshape(-1, 2):
+                self.lru.on_free(int(s), int(e), self.mem.node[int(s):int(e)])
                 self.mem.release_range(int(s), int(e))
                 self.policy.on_free(int(s), int(e))
             self.alloc_version += 1

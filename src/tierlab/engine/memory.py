@@ -68,18 +68,23 @@ class Memory:
         self.used[dst] += len(pages)
         return src
 
-    def pages_on(self, node: int, start: int, limit: int):
-        """Up to `limit` pages on `node`, scanning addresses from `start` and wrapping
-        (a CLOCK hand over the node's pages). Returns (pages, next hand position,
-        addresses scanned). The scan window starts near the need and doubles."""
+    def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
+                 value: int = 0):
+        """Up to `limit` pages on `node` (and, given `flags`, with flags & mask ==
+        value), scanning addresses from `start` and wrapping (a CLOCK hand over the
+        node's pages). Returns (pages, next hand position, addresses scanned). The scan
+        window starts near the need and doubles."""
         chunk = max(4 * limit, 4096)
         found = []
         n = 0
         pos = start % max(self.npages, 1)
         scanned = 0
         while n < limit and scanned < self.npages:
-            end = min(pos + chunk, self.npages)
-            hits = np.flatnonzero(self.node[pos:end] == node) + pos
+            end = min(pos + chunk, self.npages, pos + self.npages - scanned)
+            sel = self.node[pos:end] == node
+            if flags is not None:
+                sel &= (flags[pos:end] & mask) == value
+            hits = np.flatnonzero(sel) + pos
             if n + len(hits) > limit:
                 hits = hits[: limit - n]
                 end = int(hits[-1]) + 1

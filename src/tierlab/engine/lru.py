@@ -1,0 +1,168 @@
+"""Linux's per-node LRU lists (2Q: active and inactive), without lists.
+
+mm/vmscan.c keeps anonymous pages on an inactive and an active list per node. Since
+Linux 5.9 a new anonymous page starts on the inactive list; reclaim scans the inactive
+tail and activates pages referenced since the last scan (page_referenced), reclaims (on
+a tiered machine: demotes) the rest; when the inactive list is low relative to the
+active one (inactive * inactive_ratio < active, inactive_ratio = int_sqrt(10 * list GB),
+1 below 1 GB), shrink_active_list deactivates from the active tail.
+`mark_page_accessed` moves inactive,unreferenced -> inactive,referenced -> active.
+
+Here list membership is a flag byte per page (ACTIVE, REFERENCED, and PROMOTE for
+MULTI-CLOCK's third list) and the order inside a list is the address order of one
+CLOCK hand per node and list, which sees a page as referenced when its accessed bit was
+set since that hand last passed it (a compact pass-time map, `PassTimes`). Anonymous
+active pages are deactivated here with a second chance (a referenced active page stays),
+like the file LRU; Linux deactivates anonymous active pages unconditionally but
+re-activates referenced ones on the next inactive scan, which has the same effect on
+which pages end up demoted.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..units import PAGE
+from .memory import UNALLOC, PassTimes
+
+ACTIVE = 1
+REFERENCED = 2
+PROMOTE = 4  #: MULTI-CLOCK's promote list (a slow-tier page referenced while active)
+
+
+class LRU:
+    """Active/inactive lists of every node; `sim.lru` of every simulation."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        mem = sim.mem
+        k = sim.machine.nnodes
+        self.flags = np.zeros(mem.npages, dtype=np.uint8)
+        self.nr_active = np.zeros(k, dtype=np.int64)
+        self._hand = {}  # (node, active) -> address
+        self._passes = {(n, a): PassTimes(mem.npages) for n in range(k) for a in (0, 1)}
+        self.scanned = 0
+
+    # -- membership ---------------------------------------------------------------
+    def nr_inactive(self, node: int) -> int:
+        return int(self.sim.mem.used[node] - self.nr_active[node])
+
+    def is_active(self, pages) -> np.ndarray:
+        return (self.flags[np.asarray(pages, dtype=np.int64)] & ACTIVE) != 0
+
+    def _set_active(self, pages, on: bool) -> None:
+        pages = np.asarray(pages, dtype=np.int64)
+        f = self.flags[pages]
+        change = pages[((f & ACTIVE) != 0) != on]
+        if len(change) == 0:
+            return
+        nodes = self.sim.mem.node[change]
+        ok = nodes != UNALLOC
+        change, nodes = change[ok], nodes[ok]
+        k = len(self.nr_active)
+        delta = np.bincount(nodes, minlength=256)[:k]
+        if on:
+            self.flags[change] |= ACTIVE
+            self.nr_active += delta
+        else:
+            self.flags[change] &= ~np.uint8(ACTIVE | PROMOTE)
+            self.nr_active -= delta
+        self.flags[change] &= ~np.uint8(REFERENCED)
+
+    def activate(self, pages) -> None:
+        self._set_active(pages, True)
+
+    def deactivate(self, pages) -> None:
+        self._set_active(pages, False)
+
+    def mark_accessed(self, pages) -> np.ndarray:
+        """mark_page_accessed: inactive,unreferenced -> referenced; inactive,referenced
+        -> active. Returns which of `pages` were active before the call."""
+        pages = np.asarray(pages, dtype=np.int64)
+        f = self.flags[pages]
+        was_active = (f & ACTIVE) != 0
+        second = ~was_active & ((f & REFERENCED) != 0)
+        self.activate(pages[second])
+        first = pages[~was_active & ~second]
+        self.flags[first] |= REFERENCED
+        return was_active
+
+    # -- engine hooks ---------------------------------------------------------------
+    def on_alloc(self, start: int, end: int) -> None:
+        """New anonymous pages start inactive (Linux >= 5.9)."""
+        self.flags[start:end] = 0
+
+    def on_move(self, pages, src, dst: int) -> None:
+        """Migration keeps a page's LRU state; move its active count to the new node."""
+        act = (self.flags[pages] & ACTIVE) != 0
+        if act.any():
+            k = len(self.nr_active)
+            self.nr_active -= np.bincount(src[act], minlength=256)[:k]
+            self.nr_active[dst] += int(act.sum())
+
+    def on_moves(self, pages, src, dsts) -> None:
+        act = (self.flags[pages] & ACTIVE) != 0
+        if act.any():
+            k = len(self.nr_active)
+            self.nr_active -= np.bincount(src[act], minlength=256)[:k]
+            self.nr_active += np.bincount(dsts[act], minlength=256)[:k]
+
+    def on_free(self, start: int, end: int, nodes: np.ndarray) -> None:
+        act = (self.flags[start:end] & ACTIVE) != 0
+        if act.any():
+            k = len(self.nr_active)
+            self.nr_active -= np.bincount(nodes[act], minlength=256)[:k]
+        self.flags[start:end] = 0
+
+    # -- scanning -----------------------------------------------------------------
+    def scan(self, node: int, active: bool, n: int):
+        """Advance the CLOCK hand of one list over up to n of its pages; returns
+        (pages, referenced): whether each was accessed since this hand last passed it.
+        The caller decides what to do with them (activate, deactivate, reclaim,
+        promote); the accessed-bit checks and the scan are charged to kswapd's CPU."""
+        sim = self.sim
+        key = (node, int(active))
+        start = self._hand.get(key, 0)
+        pages, hand, scanned = sim.mem.pages_on(node, start, n, self.flags, ACTIVE,
+                                                ACTIVE if active else 0)
+        self._hand[key] = hand
+        passes = self._passes[key]
+        cpu0 = sim.bits.cpu_seconds
+        ref = sim.bits.test_since(0, pages, passes.get(pages), sim.now)
+        passes.set_swept(start, scanned, sim.now)
+        sim.charge_cpu(scanned * sim.costs.reclaim_scan_s + sim.bits.cpu_seconds - cpu0,
+                       kind="migration")
+        self.scanned += len(pages)
+        return pages, ref
+
+    def inactive_is_low(self, node: int) -> bool:
+        """mm/vmscan.c inactive_is_low: inactive * ratio < active, ratio =
+        int_sqrt(10 * GB of the lists), at least 1."""
+        gb = self.sim.mem.used[node] * PAGE / 2**30
+        ratio = max(int(math.isqrt(int(10 * gb))), 1) if gb >= 1 else 1
+        return self.nr_inactive(node) * ratio < self.nr_active[node]
+
+    def reclaim_victims(self, node: int, n: int) -> np.ndarray:
+        """shrink_lruvec in short: balance the lists, then take unreferenced pages from
+        the inactive tail (referenced ones are activated)."""
+        victims, got, looked = [], 0, 0
+        limit = 2 * int(self.sim.mem.used[node]) + 64
+        while got < n and looked < limit:
+            if self.inactive_is_low(node) or self.nr_inactive(node) == 0:
+                pages, ref = self.scan(node, True, max(n - got, 32))
+                self.deactivate(pages[~ref])
+                looked += len(pages)
+                if self.nr_inactive(node) == 0:
+                    if len(pages) == 0:
+                        break
+                    continue
+            pages, ref = self.scan(node, False, max(2 * (n - got), 64))
+            looked += len(pages)
+            if len(pages) == 0:
+                continue
+            self.activate(pages[ref])
+            cold = pages[~ref][: n - got]
+            victims.append(cold)
+            got += len(cold)
+        return np.concatenate(victims) if victims else np.zeros(0, dtype=np.int64)
