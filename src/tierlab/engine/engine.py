@@ -355,6 +355,8 @@ class Simulation:
     def _kswapd_all(self, now: float | None = None) -> None:
         """kswapd: on each node below its low watermark that has a lower node, demote
         until free reaches the high watermark."""
+        if not getattr(self.policy, "kswapd_demotion", True):
+            return
         mem = self.mem
         for node in self.machine.demotion:
             if mem.free[node] < mem.wmark_low[node] and self.machine.lower(node) is not None:

@@ -25,6 +25,10 @@ class Policy:
 
     #: True only for the oracle: it may read `sim.true_field`.
     uses_true_rates = False
+    #: kswapd demotes down the path when a node runs low (Linux with
+    #: /sys/kernel/mm/numa/demotion_enabled = 1). False: a full node simply makes new
+    #: allocations fall back to the next node (AutoNUMA balancing's setting).
+    kswapd_demotion = True
 
     def __init__(self, **params):
         self.params = params
