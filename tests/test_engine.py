@@ -287,3 +287,51 @@ def test_pages_on_never_returns_a_page_twice():
     for start in (0, 350, 4999):
         pages, hand, scanned = mem.pages_on(0, start, 10_000)
         assert len(pages) == 700 and len(np.unique(pages)) == 700 and scanned == 5000
+
+
+def _fresh(mover="linux"):
+    from tierlab.engine import Costs
+    m = small_machine()
+    sim = Simulation(m, HotCold(), POLICIES.create("static"), ALLOCS.create("dram-preferred"),
+                     costs=Costs.for_mover(mover))
+    sim.policy.attach(sim)
+    sim._apply_change(next(iter(sim.workload.changes())))
+    return sim
+
+
+def test_nimble_parallel_copy_shortens_sync_stalls_not_cpu():
+    stalls, cpu = {}, {}
+    for mover in ("linux", "nimble"):
+        sim = _fresh(mover)
+        moved = sim.migrate(np.arange(0, 400), 1, sync=True)
+        assert moved == 400
+        stalls[mover] = sim.stats.app_stall_seconds
+        cpu[mover] = sim.stats.migration_cpu_seconds + sim.stats.app_stall_seconds
+    assert stalls["nimble"] < 0.5 * stalls["linux"]
+    assert cpu["nimble"] == pytest.approx(cpu["linux"], rel=0.05)
+
+
+def test_exchange_swaps_without_free_space():
+    for mover in ("linux", "nimble"):
+        sim = _fresh(mover)
+        fast = np.flatnonzero(sim.mem.node == 0)[:100]
+        slow = np.flatnonzero(sim.mem.node == 1)[:100]
+        used = sim.mem.used.copy()
+        assert sim.exchange(slow, fast) == 100
+        assert np.all(sim.mem.node[slow] == 0) and np.all(sim.mem.node[fast] == 1)
+        assert np.array_equal(sim.mem.used, used)
+        assert sim.stats.promotions == 100 and sim.stats.demotions == 100
+        check_invariants(sim)
+    # the Linux mover copies one way then the other; Nimble does both at once
+    lin, nim = _fresh("linux"), _fresh("nimble")
+    for s in (lin, nim):
+        s.exchange(np.flatnonzero(s.mem.node == 1)[:100], np.flatnonzero(s.mem.node == 0)[:100],
+                   sync=True)
+    assert nim.stats.app_stall_seconds < lin.stats.app_stall_seconds / 4
+
+
+def test_unknown_mover_is_a_clear_error():
+    from tierlab.engine import Costs
+    from tierlab.errors import TierlabError
+    with pytest.raises(TierlabError, match="valid: linux, nimble"):
+        Costs.for_mover("dma")

@@ -11,7 +11,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
-from .engine import Simulation
+from .engine import Costs, Simulation
 from .errors import TierlabError
 from .machines import Machine, load_machine
 from .policies import ALLOCS, POLICIES, AllocPolicy, Policy
@@ -70,18 +70,22 @@ def make_alloc(a) -> AllocPolicy:
 
 def simulation(machine="optane-2tier", workload="gups:hotset", policy="static",
                alloc="dram-preferred", seed: int = 0, scale: float = 1.0,
-               progress=None) -> Simulation:
+               progress=None, migrate: str = "linux") -> Simulation:
     """Build a Simulation without running it (for notebooks and tests)."""
     return Simulation(make_machine(machine, scale), make_workload(workload, scale, seed),
-                      make_policy(policy), make_alloc(alloc), seed=seed, progress=progress)
+                      make_policy(policy), make_alloc(alloc), seed=seed, progress=progress,
+                      costs=Costs.for_mover(migrate))
 
 
 def run(machine="optane-2tier", workload="gups:hotset", policy="static",
-        alloc="dram-preferred", seed: int = 0, scale: float = 1.0, progress=None) -> dict:
-    """Run one simulation; returns its run record (see reports/results.py)."""
-    rec = simulation(machine, workload, policy, alloc, seed, scale, progress).run()
+        alloc="dram-preferred", seed: int = 0, scale: float = 1.0, progress=None,
+        migrate: str = "linux") -> dict:
+    """Run one simulation; returns its run record (see reports/results.py).
+    `migrate`: the migration mechanism, "linux" (move_pages) or "nimble"."""
+    rec = simulation(machine, workload, policy, alloc, seed, scale, progress, migrate).run()
     rec["machine"] = str(machine) if not isinstance(machine, Machine) else machine.name
     rec["scale"] = scale
+    rec["migrate"] = migrate
     return rec
 
 
@@ -93,15 +97,17 @@ class Job:
     alloc: str
     seed: int
     scale: float
+    migrate: str = "linux"
 
 
 def _run_job(job: Job) -> dict:
-    return run(job.machine, job.workload, job.policy, job.alloc, job.seed, job.scale)
+    return run(job.machine, job.workload, job.policy, job.alloc, job.seed, job.scale,
+               migrate=job.migrate)
 
 
 def jobs_for(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,),
-             scale: float = 1.0) -> list[Job]:
-    return [Job(m, w, p, a, s, scale) for m in machines for w in workloads
+             scale: float = 1.0, migrate: str = "linux") -> list[Job]:
+    return [Job(m, w, p, a, s, scale, migrate) for m in machines for w in workloads
             for a in allocs for s in seeds for p in policies]
 
 
@@ -116,14 +122,16 @@ def validate(jobs: list[Job]) -> None:
         make_policy(p)
     for a in {j.alloc for j in jobs}:
         make_alloc(a)
+    for m in {j.migrate for j in jobs}:
+        Costs.for_mover(m)
 
 
 def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,),
             scale: float = 1.0, baseline: str | None = None, jobs: int | None = None,
-            on_done=None) -> list[dict]:
+            on_done=None, migrate: str = "linux") -> list[dict]:
     """Run every combination; results are in a fixed order and do not depend on `jobs`
     (each run is seeded on its own). `on_done(job, record)` is called as runs finish."""
-    todo = jobs_for(machines, workloads, policies, allocs, seeds, scale)
+    todo = jobs_for(machines, workloads, policies, allocs, seeds, scale, migrate)
     validate(todo)
     jobs = jobs or os.cpu_count() or 1
     results: list = [None] * len(todo)

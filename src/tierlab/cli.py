@@ -90,7 +90,7 @@ def cmd_run(a) -> int:
     with _progress() as prog:
         task = prog.add_task(f"{a.policy} on {a.workload}", total=1.0)
         rec = api.run(a.machine, a.workload, a.policy, a.alloc, a.seed, a.scale,
-                      progress=lambda f: prog.update(task, completed=f))
+                      progress=lambda f: prog.update(task, completed=f), migrate=a.migrate)
     rec["speedup"] = None
     from .reports.tables import results_table
     out.print(results_table([rec], title=f"{a.machine} (scale {a.scale:g})"))
@@ -112,14 +112,15 @@ def cmd_compare(a) -> int:
     if baseline not in a.policies:
         raise TierlabError(f"baseline {baseline!r} is not among --policies "
                            f"({', '.join(a.policies)})")
-    todo = api.jobs_for(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale)
+    todo = api.jobs_for(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale,
+                        a.migrate)
     api.validate(todo)
     err.print(f"[bold]{len(todo)} runs[/] on {a.jobs} process(es)")
     with _progress() as prog:
         task = prog.add_task("runs", total=len(todo))
         recs = api.compare(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale,
                            baseline, a.jobs,
-                           on_done=lambda j, r: prog.advance(task))
+                           on_done=lambda j, r: prog.advance(task), migrate=a.migrate)
     outdir = Path(a.out)
     for m in machines:
         rs = [r for r in recs if r["machine"] == m]
@@ -166,6 +167,10 @@ def parser() -> argparse.ArgumentParser:
                         type=_csv if multi else str,
                         help="machine preset (with params) or TOML file "
                         "(default: optane-2tier)")
+        sp.add_argument("--migrate", default="linux", metavar="MECH",
+                        help="migration mechanism for every policy: linux (move_pages, "
+                        "one copy thread; default) or nimble (parallel copy threads and "
+                        "exchange migration, Nimble ASPLOS'19)")
         sp.add_argument("--scale", type=_scale, default=1.0,
                         help="shrink machine capacities, footprints and work together "
                         "(e.g. 1/8); latencies and bandwidths stay (default: 1)")

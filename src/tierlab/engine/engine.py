@@ -44,13 +44,28 @@ def _unique_in_order(pages: np.ndarray) -> np.ndarray:
     return pages[np.sort(first)]
 
 
+MOVERS = ("linux", "nimble")
+
+
 @dataclass
 class Costs:
-    """Mechanism costs (ALGORITHMS.md, "Hardware figures")."""
+    """Mechanism costs (ALGORITHMS.md, "Hardware figures").
+
+    mover: "linux" (move_pages: one copy thread per migration) or "nimble" (Nimble,
+    ASPLOS'19: multi-threaded parallel copy and concurrent exchange of page pairs).
+    """
 
     batch_pages: int = 512  #: pages per migration batch (one TLB shootdown each)
     reclaim_scan_s: float = 50e-9  #: kswapd CPU per page scanned for victims
-    copy_cpu: bool = True  #: copies by a CPU thread (not DMA): CPU time = bytes / migrate_bw
+    mover: str = "linux"
+    copy_threads: int = 1  #: parallel copy threads (Nimble's default is 4)
+
+    @classmethod
+    def for_mover(cls, mover: str) -> "Costs":
+        if mover not in MOVERS:
+            raise TierlabError(f"unknown migration mechanism {mover!r}; valid: "
+                               f"{', '.join(MOVERS)}")
+        return cls(mover=mover, copy_threads=4 if mover == "nimble" else 1)
 
 
 @dataclass
@@ -179,8 +194,8 @@ class Simulation:
         """Move pages to node `dst` as move_pages(2) would; returns pages moved.
 
         Pages that are unallocated or already on `dst` are skipped; the move stops at
-        the node's min watermark (allocation of the target page fails below it). Costs:
-        the copy (bytes / migrate_bw) is CPU time of the mover, or an application stall
+        the node's min watermark (allocation of the target page fails below it). Costs
+        (`_charge_copy`): the copy is CPU time of the mover, or an application stall
         when `sync` (migration in the faulting thread's context); every batch of
         `batch_pages` costs one TLB shootdown, which stalls all application threads;
         the copy's traffic loads both nodes' bandwidth.
@@ -189,23 +204,36 @@ class Simulation:
         if len(pages) == 0:
             return 0
         cur = self.mem.node[pages]
-        pages = pages[(cur != UNALLOC) & (cur != dst)]
+        keep = (cur != UNALLOC) & (cur != dst)
+        pages, cur = pages[keep], cur[keep]
         room = int(self.mem.free[dst] - self.mem.wmark_min[dst])
         if room <= 0 or len(pages) == 0:
             return 0
-        if len(pages) > room:
-            pages = pages[:room]
-        self._move(pages, dst, reason)
-        n = len(pages)
-        nbytes = n * PAGE
-        copy_s = nbytes / self.machine.migrate_bw
-        if sync:
-            self.stall(copy_s)
-        else:
-            self.charge_cpu(copy_s, kind="migration")
-        batches = math.ceil(n / self.costs.batch_pages)
-        self.stall(batches * self.machine.tlb_shootdown_s * self.workload.threads)
-        return n
+        pages, cur = pages[:room], cur[:room]
+        self._relocate(pages, cur, np.full(len(pages), dst, dtype=np.uint8), reason)
+        self._charge_copy(len(pages), sync, copies=1)
+        return len(pages)
+
+    def exchange(self, a, b, sync: bool = False, reason: str = "exchange") -> int:
+        """Swap the places of pages a[i] and b[i] (Nimble's exchange migration, also
+        AutoTiering's): no free page is needed on either node. With the Nimble mover
+        both copies run concurrently; with the Linux mover they run one after the
+        other (as a demotion followed by a promotion would). Returns pairs swapped."""
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        n = min(len(a), len(b))
+        a, b = a[:n], b[:n]
+        na, nb = self.mem.node[a], self.mem.node[b]
+        ok = (na != UNALLOC) & (nb != UNALLOC) & (na != nb)
+        a, b, na, nb = a[ok], b[ok], na[ok], nb[ok]
+        both = np.concatenate((a, b))
+        if len(_unique_in_order(both)) != len(both):
+            raise ValueError("exchange: a page is listed twice")
+        if len(a) == 0:
+            return 0
+        self._relocate(both, np.concatenate((na, nb)), np.concatenate((nb, na)), reason)
+        self._charge_copy(len(a), sync, copies=2)
+        return len(a)
 
     def migrate_range(self, start: int, end: int, dst: int, sync: bool = False,
                       reason: str = "") -> int:
@@ -227,18 +255,7 @@ class Simulation:
             + np.bincount(dsts, minlength=256)[:k]
         if np.any(used > self.mem.capacity):
             raise RuntimeError("teleport over capacity")
-        self.mem.node[pages] = dsts
-        self.mem.used[:] = used
-        self.lru.on_moves(pages, cur, dsts)
-        r, w = self.timeline.field.rate_of(pages)
-        self._reads += np.bincount(dsts, r, 256)[:k] - np.bincount(cur, r, 256)[:k]
-        self._writes += np.bincount(dsts, w, 256)[:k] - np.bincount(cur, w, 256)[:k]
-        rank = np.argsort(np.asarray(self.machine.demotion))
-        up = rank[dsts] < rank[cur]
-        self.stats.promotions += int(up.sum())
-        self.stats.demotions += int((~up).sum())
-        self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + len(pages)
-        self._x_dirty = True
+        self._relocate(pages, cur, dsts, reason, copy=False)
         return len(pages)
 
     def reclaim(self, node: int, n: int, direct: bool = False) -> int:
@@ -274,38 +291,53 @@ class Simulation:
         return moved
 
     # ------------------------------------------------------------------ internals
-    def _move(self, pages, dst, reason, copy=True):
-        src = self.mem.move(pages, dst)
-        self.lru.on_move(pages, src, dst)
-        f = self.timeline.field
-        r, w = f.rate_of(pages)
+    def _relocate(self, pages, cur, dsts, reason, copy=True):
+        """Bookkeeping of a move of pages[i] from cur[i] to dsts[i]: placement, LRU
+        counts, per-node rates, promotion/demotion/ping-pong counts, copy traffic."""
         k = self.machine.nnodes
-        self._reads -= np.bincount(src, weights=r, minlength=k)[:k]
-        self._writes -= np.bincount(src, weights=w, minlength=k)[:k]
-        self._reads[dst] += r.sum()
-        self._writes[dst] += w.sum()
+        self.mem.node[pages] = dsts
+        self.mem.used += np.bincount(dsts, minlength=256)[:k] - np.bincount(cur, minlength=256)[:k]
+        self.lru.on_moves(pages, cur, dsts)
+        r, w = self.timeline.field.rate_of(pages)
+        self._reads += np.bincount(dsts, r, 256)[:k] - np.bincount(cur, r, 256)[:k]
+        self._writes += np.bincount(dsts, w, 256)[:k] - np.bincount(cur, w, 256)[:k]
+        rank = np.argsort(np.asarray(self.machine.demotion))
+        up = rank[dsts] < rank[cur]
+        npro = int(up.sum())
         n = len(pages)
-        rank_dst = self.machine.rank(dst)
-        ranks = np.asarray(self.machine.demotion)
-        src_rank = np.argsort(ranks)[src] if k > 1 else np.zeros(n, dtype=int)
-        promoted = src_rank > rank_dst
-        npro = int(promoted.sum())
         self.stats.promotions += npro
         self.stats.demotions += n - npro
         stamp = self._stamp()
         if npro:
-            st = self._epoch[pages[promoted]]
+            st = self._epoch[pages[up]]
             self.stats.pingpong += int(((st != 0) & (((stamp - st) % 255) <= 1)).sum())
         if n - npro:
-            self._epoch[pages[~promoted]] = stamp
+            self._epoch[pages[~up]] = stamp
         if copy:
-            nbytes = n * PAGE
-            self.stats.migrated_bytes += nbytes
-            np.add.at(self._copy, src, PAGE)
-            self._copy[dst] += nbytes
+            self.stats.migrated_bytes += n * PAGE
+            self._copy += (np.bincount(cur, minlength=256)[:k]
+                           + np.bincount(dsts, minlength=256)[:k]) * float(PAGE)
         key = reason or "policy"
         self.stats.by_reason[key] = self.stats.by_reason.get(key, 0) + n
         self._x_dirty = True
+
+    def _charge_copy(self, n: int, sync: bool, copies: int) -> None:
+        """Costs of copying n pages `copies` times (2 for an exchange). The Linux mover
+        copies with one thread; Nimble's with `copy_threads` in parallel and runs an
+        exchange's two copies concurrently. CPU time is the same work either way."""
+        c = self.costs
+        cpu = copies * n * PAGE / self.machine.migrate_bw
+        wall = cpu / c.copy_threads
+        if c.mover == "nimble" and copies == 2:
+            wall /= 2
+        if sync:
+            self.stall(wall)
+            if cpu > wall:
+                self.charge_cpu(cpu - wall, kind="migration")
+        else:
+            self.charge_cpu(cpu, kind="migration")
+        batches = math.ceil(n / c.batch_pages)
+        self.stall(batches * self.machine.tlb_shootdown_s * self.workload.threads)
 
     def _stamp(self) -> int:
         """Demotion epoch stamp (1..255, 0 = never): a page promoted within one window

@@ -93,15 +93,8 @@ class LRU:
         """New anonymous pages start inactive (Linux >= 5.9)."""
         self.flags[start:end] = 0
 
-    def on_move(self, pages, src, dst: int) -> None:
-        """Migration keeps a page's LRU state; move its active count to the new node."""
-        act = (self.flags[pages] & ACTIVE) != 0
-        if act.any():
-            k = len(self.nr_active)
-            self.nr_active -= np.bincount(src[act], minlength=256)[:k]
-            self.nr_active[dst] += int(act.sum())
-
     def on_moves(self, pages, src, dsts) -> None:
+        """Migration keeps a page's LRU state; move its active count with it."""
         act = (self.flags[pages] & ACTIVE) != 0
         if act.any():
             k = len(self.nr_active)

@@ -59,15 +59,6 @@ class Memory:
         self.used -= freed
         return freed
 
-    def move(self, pages: np.ndarray, dst: int) -> np.ndarray:
-        """Move allocated pages to `dst`; returns their source nodes. No checks here:
-        the engine has filtered pages and checked room."""
-        src = self.node[pages]
-        self.node[pages] = dst
-        self.used -= np.bincount(src, minlength=256)[: self.machine.nnodes]
-        self.used[dst] += len(pages)
-        return src
-
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
                  value: int = 0):
         """Up to `limit` pages on `node` (and, given `flags`, with flags & mask ==
