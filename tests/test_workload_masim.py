@@ -13,7 +13,7 @@ from tierlab.units import PAGE
 from tierlab.workloads import WORKLOADS
 from tierlab.workloads.masim import Masim, parse_config
 
-MASIM = Path(__file__).parent / "data" / "masim"
+MASIM = Path(__file__).parents[1] / "src" / "tierlab" / "data" / "masim"
 
 
 def test_zigzag_alternates():

@@ -17,7 +17,7 @@ from tierlab.workloads.stream import Stream
 from tierlab.workloads.ycsb import fnv64, zeta
 
 DATA = Path(__file__).parent / "data"
-MASIM = DATA / "masim"
+MASIM = Path(__file__).parents[1] / "src" / "tierlab" / "data" / "masim"
 TRACES = Path("/work/shared/traces")
 
 

@@ -89,6 +89,28 @@ def run(machine="optane-2tier", workload="gups:hotset", policy="static",
     return rec
 
 
+#: named workload lists: `--workloads @baselines` (issue 3's suite)
+SUITES = {
+    "baselines": ["gups:uniform", "gups:hotset", "gups:dynamic", "graph:pr", "ycsb:a",
+                  "ycsb:d", "stream", "masim:tiering"],
+    "gups": ["gups:uniform", "gups:hotset", "gups:dynamic", "gups:gupspp"],
+}
+
+
+def expand_suites(workloads: list[str]) -> list[str]:
+    """Replace `@name` entries by the suite's workloads."""
+    out = []
+    for w in workloads:
+        if w.startswith("@"):
+            if w[1:] not in SUITES:
+                raise TierlabError(f"unknown suite {w!r}; valid: "
+                                   f"{', '.join('@' + k for k in SUITES)}")
+            out.extend(SUITES[w[1:]])
+        else:
+            out.append(w)
+    return out
+
+
 @dataclass(frozen=True)
 class Job:
     machine: str
@@ -107,8 +129,8 @@ def _run_job(job: Job) -> dict:
 
 def jobs_for(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,),
              scale: float = 1.0, migrate: str = "linux") -> list[Job]:
-    return [Job(m, w, p, a, s, scale, migrate) for m in machines for w in workloads
-            for a in allocs for s in seeds for p in policies]
+    return [Job(m, w, p, a, s, scale, migrate) for m in machines
+            for w in expand_suites(workloads) for a in allocs for s in seeds for p in policies]
 
 
 def validate(jobs: list[Job]) -> None:

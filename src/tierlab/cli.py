@@ -106,7 +106,7 @@ def cmd_run(a) -> int:
 def cmd_compare(a) -> int:
     from .reports.plots import plot_all
     from .reports.results import write_results
-    from .reports.tables import results_table
+    from .reports.tables import results_table, summary_table
     machines = a.machine
     baseline = a.baseline or a.policies[0]
     if baseline not in a.policies:
@@ -125,6 +125,8 @@ def cmd_compare(a) -> int:
     for m in machines:
         rs = [r for r in recs if r["machine"] == m]
         out.print(results_table(rs, baseline, title=f"{m} (scale {a.scale:g})"))
+    if len({r["workload"] for r in recs}) > 1:
+        out.print(summary_table(recs, baseline))
     jp, cp = write_results(recs, outdir)
     pngs = plot_all(recs, baseline, outdir)
     out.print(f"wrote {jp}, {cp}, " + ", ".join(str(p) for p in pngs))
@@ -198,7 +200,9 @@ def parser() -> argparse.ArgumentParser:
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     common(c, multi=True)
     c.add_argument("--workloads", type=_csv, required=True,
-                   help="comma-separated workload specs")
+                   help="comma-separated workload specs, or @SUITE (@baselines: gups "
+                   "uniform/hotset/dynamic, graph:pr, ycsb:a, ycsb:d, stream, "
+                   "masim:tiering; @gups)")
     c.add_argument("--policies", type=_csv, required=True,
                    help="comma-separated policies")
     c.add_argument("--allocs", "--alloc", type=_csv, default=["dram-preferred"],

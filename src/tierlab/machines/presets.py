@@ -33,10 +33,11 @@ def optane_2tier(dram="32GiB", optane="256GiB"):
 
 
 @MACHINES.register("optane-4tier")
-def optane_4tier(dram="32GiB", optane="128GiB"):
+def optane_4tier(dram="16GiB", optane="128GiB"):
     """Two sockets, each DRAM + Optane (IDT's machine); path local DRAM -> remote DRAM ->
-    local Optane -> remote Optane. The fast tier (32 GiB) is below the IDT workloads'
-    96-110 GB RSS, so three tiers are in use."""
+    local Optane -> remote Optane. DRAM is sized so the workloads' footprints exceed all
+    of it: IDT's 96-110 GB RSS against its DRAM, here the 64 GiB default workloads
+    against 2 x 16 GiB, so three tiers are in use."""
     d, o = parse_size(dram), parse_size(optane)
     return Machine("optane-4tier",
                    [_dram("dram0", d, 0), _dram("dram1", d, 1),

@@ -116,13 +116,32 @@ def _paragraphs(text: str):
     return paras
 
 
+BUNDLED = Path(__file__).resolve().parents[1] / "data" / "masim"
+
+
+def resolve(path) -> Path:
+    """A config path, or the name of a bundled config (`masim:zigzag` ->
+    tierlab/data/masim/zigzag.cfg) when no such file exists."""
+    p = Path(path)
+    if not p.exists():
+        for cand in (BUNDLED / p.name, BUNDLED / f"{p.name}.cfg"):
+            if "/" not in str(path) and cand.exists():
+                return cand
+    return p
+
+
+def bundled() -> list[str]:
+    return sorted(c.stem for c in BUNDLED.glob("*.cfg"))
+
+
 def parse_config(path) -> MasimConfig:
     """Parse a masim config file; TierlabError naming file and line on any problem."""
-    p = Path(path)
+    p = resolve(path)
     try:
         text = p.read_text()
     except FileNotFoundError:
-        raise TierlabError(f"masim config {str(path)!r}: file not found") from None
+        raise TierlabError(f"masim config {str(path)!r}: file not found (bundled configs: "
+                           f"{', '.join(bundled())})") from None
     except (OSError, UnicodeDecodeError) as e:
         raise TierlabError(f"masim config {str(path)!r}: cannot read: {e}") from None
 
