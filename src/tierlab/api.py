@@ -74,7 +74,7 @@ def simulation(machine="optane-2tier", workload="gups:hotset", policy="static",
     """Build a Simulation without running it (for notebooks and tests)."""
     return Simulation(make_machine(machine, scale), make_workload(workload, scale, seed),
                       make_policy(policy), make_alloc(alloc), seed=seed, progress=progress,
-                      costs=Costs.for_mover(migrate))
+                      costs=Costs.for_mover(migrate), scale=scale)
 
 
 def run(machine="optane-2tier", workload="gups:hotset", policy="static",

@@ -87,7 +87,7 @@ class Simulation:
     def __init__(self, machine: Machine, workload: Workload, policy: Policy,
                  alloc: AllocPolicy, seed: int = 0, metric_points: int = 200,
                  pingpong_window: float = 10.0, progress=None, costs: Costs | None = None,
-                 max_sim_seconds: float = 1e7):
+                 max_sim_seconds: float = 1e7, scale: float = 1.0):
         self.machine = machine
         self.workload = workload
         self.policy = policy
@@ -96,6 +96,12 @@ class Simulation:
         self.costs = costs or Costs()
         self.progress = progress
         self.max_sim_seconds = max_sim_seconds
+        #: `--scale F`: the machine and workload come scaled; the application's threads
+        #: count F times too, so per-page rates match the full-scale run. Policies scale
+        #: their byte-denominated parameters (scan sizes, quotas, MB/s limits) with
+        #: `scaled_bytes`.
+        self.scale = float(scale)
+        self.threads = workload.threads * self.scale
         k = machine.nnodes
         if workload.footprint_pages > machine.capacity_pages:
             raise TierlabError(
@@ -120,7 +126,7 @@ class Simulation:
         self._seq = 0
         self._epoch = np.zeros(workload.npages, dtype=np.uint8)  # demotion stamps
         self._pp_window = pingpong_window
-        self._spare_cores = machine.cores_per_socket - workload.threads
+        self._spare_cores = machine.cores_per_socket - self.threads
         self.field_version = 0
         self.alloc_version = 0
         # what the hardware exposes, shared by every consumer as in Linux (kswapd's
@@ -150,6 +156,11 @@ class Simulation:
             raise RuntimeError("policies may not read the true rates (oracle only)")
         return self.timeline.field
 
+    def scaled_bytes(self, nbytes: float) -> float:
+        """A byte quantity of a mechanism (scan size, quota, MB/s limit) in this run's
+        miniature: nbytes x scale."""
+        return nbytes * self.scale
+
     def free(self, node: int) -> int:
         return int(self.mem.free[node])
 
@@ -175,8 +186,8 @@ class Simulation:
     def stall(self, thread_seconds: float) -> None:
         """The application loses `thread_seconds` of one thread's time (a fault handled
         in its context, a synchronous copy); all threads are alike, so the run is
-        delayed by thread_seconds / threads."""
-        s = thread_seconds / max(self.workload.threads, 1)
+        delayed by thread_seconds / threads (`sim.threads`, the effective count)."""
+        s = thread_seconds / self.threads
         self._stall_pending += s
         self.stats.app_stall_seconds += s
 
@@ -337,7 +348,7 @@ class Simulation:
         else:
             self.charge_cpu(cpu, kind="migration")
         batches = math.ceil(n / c.batch_pages)
-        self.stall(batches * self.machine.tlb_shootdown_s * self.workload.threads)
+        self.stall(batches * self.machine.tlb_shootdown_s * self.threads)
 
     def _stamp(self) -> int:
         """Demotion epoch stamp (1..255, 0 = never): a page promoted within one window
@@ -400,7 +411,7 @@ class Simulation:
             bg = (self._copy / 1.0) / np.asarray(self._bw_r)  # tau = 1 s
             self._x, self._util, _ = solve_throughput(
                 self._reads.tolist(), self._writes.tolist(), self._lat_r, self._lat_w,
-                self._bw_r, self._bw_w, bg.tolist(), w.compute_ns, w.mlp, w.threads,
+                self._bw_r, self._bw_w, bg.tolist(), w.compute_ns, w.mlp, self.threads,
                 w.access_bytes)
             self._x_dirty = False
         return self._x

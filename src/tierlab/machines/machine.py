@@ -65,7 +65,7 @@ class Machine:
     migrate_bw: float = 1.5e9
     tlb_shootdown_s: float = 5e-6
     hint_fault_s: float = 1.5e-6
-    cores_per_socket: int = 24
+    cores_per_socket: float = 24
     description: str = ""
 
     def __post_init__(self):
@@ -115,12 +115,17 @@ class Machine:
         return sum(t.capacity_pages for t in self.tiers)
 
     def scaled(self, factor: float) -> "Machine":
-        """Capacities times `factor` (latency and bandwidth unchanged): `--scale`."""
+        """A miniature for `--scale F`: capacities, bandwidths, migration bandwidth and
+        cores times F, latencies unchanged. With the workload's footprint, work and
+        threads also times F, every page sees the same access rate, every node the same
+        utilisation and the run the same length as at full scale (docs/model.md)."""
         if factor <= 0:
             raise TierlabError(f"bad scale {factor!r}: must be > 0")
-        tiers = [replace(t, capacity=max(int(t.capacity * factor) // PAGE, 64) * PAGE)
+        tiers = [replace(t, capacity=max(int(t.capacity * factor) // PAGE, 64) * PAGE,
+                         read_bw=t.read_bw * factor, write_bw=t.write_bw * factor)
                  for t in self.tiers]
-        return replace(self, tiers=tiers, name=self.name)
+        return replace(self, tiers=tiers, name=self.name, migrate_bw=self.migrate_bw * factor,
+                       cores_per_socket=self.cores_per_socket * factor)
 
     def describe(self) -> str:
         parts = [f"{t.name}={fmt_size(t.capacity)}" for t in self.tiers]

@@ -11,7 +11,7 @@ Variants:
   the other updates go uniformly to the *rest* of the array, so ``hot_frac`` is exactly
   the hot range's share of accesses.
 - ``dynamic`` (IDT's "hot set that moves every 150 s"): like hotset, and every ``move``
-  simulated seconds (150 s x scale) the hot range jumps to a new position chosen with
+  simulated seconds (150 s; not scaled, see docs/model.md) the hot range jumps to a new position chosen with
   ``seed``, disjoint from the previous one (wrapping around the end of the array, so a
   hot range may consist of two pieces). Delivered by `timed_changes`; needs
   ``hot <= size / 2``.
@@ -69,6 +69,7 @@ class Gups(Workload):
         super().__init__()
         v = parse_choice(variant, "gups variant", GUPS_VARIANTS)
         scale = parse_scale(scale)
+        self.scale = scale
         self.seed = int(seed)
         self.variant = v
         self.name = f"gups:{v}"
@@ -113,7 +114,7 @@ class Gups(Workload):
                 period = parse_duration(move, "gups move")
                 if period <= 0:
                     raise TierlabError(f"bad gups move {move!r}: must be > 0")
-                self.move_s = period * scale
+                self.move_s = period
                 params["move_s"] = self.move_s
         elif v == "gupspp":
             it = parse_bytes(item if item is not None else 64, "gups item", minimum=8)
@@ -138,7 +139,7 @@ class Gups(Workload):
             raise TierlabError("gups item applies to the gupspp variant only")
 
         if updates is None:
-            secs = 4 * self.move_s / scale if v == "dynamic" else 90.0
+            secs = 4 * self.move_s if v == "dynamic" else 90.0
             w = default_work(2.0, self.compute_ns, self.threads, self.mlp, secs) * scale
         else:
             w = parse_number(updates, "gups updates", lo=0.0, lo_open=True) * scale
@@ -210,8 +211,10 @@ class Gups(Workload):
     def timed_changes(self):
         if self.variant != "dynamic":
             return
-        # Enough moves for a run 20x slower than all-in-DRAM, capped at 400 changes.
-        est = self.total_work / (self.threads * 1e9 / (self.compute_ns + 2 * DRAM_NS / self.mlp))
+        # Enough moves for a run 20x slower than all-in-DRAM, capped at 400 changes (the
+        # engine runs threads x scale, so a miniature lasts as long as the full run).
+        est = self.total_work / (self.threads * self.scale * 1e9
+                                 / (self.compute_ns + 2 * DRAM_NS / self.mlp))
         count = int(min(400, max(4, math.ceil(20 * est / self.move_s))))
         starts = self.hot_starts(count + 1)
         for i in range(1, count + 1):
