@@ -129,12 +129,20 @@ class LRU:
         self.scanned += len(pages)
         return pages, ref
 
+    def _ratio(self, node: int) -> int:
+        # the list size in full-scale GB: a miniature keeps the full-scale ratio
+        gb = self.sim.mem.used[node] * PAGE / 2**30 / self.sim.scale
+        return max(int(math.isqrt(int(10 * gb))), 1) if gb >= 1 else 1
+
     def inactive_is_low(self, node: int) -> bool:
         """mm/vmscan.c inactive_is_low: inactive * ratio < active, ratio =
         int_sqrt(10 * GB of the lists), at least 1."""
-        gb = self.sim.mem.used[node] * PAGE / 2**30
-        ratio = max(int(math.isqrt(int(10 * gb))), 1) if gb >= 1 else 1
-        return self.nr_inactive(node) * ratio < self.nr_active[node]
+        return self.nr_inactive(node) * self._ratio(node) < self.nr_active[node]
+
+    def inactive_deficit(self, node: int) -> int:
+        """Pages to deactivate to bring the lists back to inactive:active = 1:ratio."""
+        target = int(self.sim.mem.used[node]) // (self._ratio(node) + 1)
+        return max(target - self.nr_inactive(node), 0)
 
     def reclaim_victims(self, node: int, n: int) -> np.ndarray:
         """shrink_lruvec in short: balance the lists, then take unreferenced pages from
@@ -143,7 +151,9 @@ class LRU:
         limit = 2 * int(self.sim.mem.used[node]) + 64
         while got < n and looked < limit:
             if self.inactive_is_low(node) or self.nr_inactive(node) == 0:
-                pages, ref = self.scan(node, True, max(n - got, 32))
+                # shrink_active_list refills the inactive list towards its target size
+                want = max(n - got, self.inactive_deficit(node), 32)
+                pages, ref = self.scan(node, True, want)
                 self.deactivate(pages[~ref])
                 looked += len(pages)
                 if self.nr_inactive(node) == 0:

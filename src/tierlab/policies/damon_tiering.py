@@ -1,0 +1,495 @@
+"""`damon-tiering`: Linux's DAMON-based memory tiering (DAMOS migrate_hot/migrate_cold,
+Linux >= 6.11; ALGORITHMS.md "DAMON tiering").
+
+The kernel's reference setup (samples/damon/mtier.c) runs two physical-address (paddr)
+DAMON contexts, one per node, with one scheme each:
+
+- on the fast node: ``migrate_cold`` to the slow node for regions with nr_accesses 0
+  (0% access) of any age; quota 200 MiB per 1 s window; quota goal: fast-node free
+  memory 0.5% (DAMOS_QUOTA_NODE_MEM_FREE_BP, 50); a "young" page filter rejects pages
+  accessed since their last check;
+- on the slow node: ``migrate_hot`` to the fast node for regions with nr_accesses >= 1
+  (5% of the 20 samples per aggregation); quota 200 MiB per 1 s window; quota goal:
+  fast-node used memory 99.7% (DAMOS_QUOTA_NODE_MEM_USED_BP, 9970); a young filter
+  allows only pages accessed since their last check;
+- apply interval 1 s; prioritisation weights: nr_accesses 100, age 100, size 0;
+  sample 5 ms, aggregation 100 ms, 10..1000 regions (mtier.c also turns on the
+  Linux 6.15 intervals auto-tuning, aiming at 4% observed accesses: not modelled).
+kswapd demotion stays on (Linux keeps it).
+
+Kernel rules implemented (mm/damon/core.c, ops-common.c, paddr.c, samples/damon/mtier.c):
+
+- access pattern (__damos_valid_target): min/max nr_accesses, min/max age, region
+  size >= 1 page;
+- quota windows (damos_adjust_quota): a window opens at the first application and
+  every `reset` interval; at each opening the effective size quota ``esz`` is re-tuned;
+- goal tuning (damos_set_effective_quota, "consist" tuner): score = current metric x
+  10000 / target (the highest over goals); esz_bp = damon_feed_loop_next_input(
+  max(esz_bp, 10000), score), i.e. next = last x (1 + (goal - score) / goal) when under
+  the goal, last x (1 - (score - goal) / goal) when over (never below 10000, and
+  10000 at once when score >= 2 x goal); esz = min(esz_bp / 10000, quota size);
+- prioritisation (damos_adjust_quota's score histogram): every pattern-matching region
+  gets a score (damon_hot_score: freq = nr_accesses x 100 / max_nr_accesses; age
+  subscore from log2 of the age in seconds, negated when freq is 0, mapped to 0..100;
+  weighted mean x 99 / 100; migrate_cold uses 99 - hotness, damon_cold_score); the
+  min_score is the highest score at which the size of regions scoring >= it reaches
+  esz; only regions scoring >= min_score are applied;
+- application (damos_apply_scheme): regions in address order; a region that would
+  overrun the quota is split at the remaining quota (page-aligned) and only its first
+  part applied; the charged size counts the whole (part) region whatever the filters
+  and the migration achieve; once esz is used up the scheme stops for the window and
+  the next application resumes after the last charged address
+  (damos_skip_charged_region); an applied region's age is reset to 0;
+- migration (damon_pa_migrate / damon_migrate_pages): pages that pass the filter are
+  moved to the scheme's fixed target node without reclaim at the target (the sim's
+  `migrate` stops at the target's min watermark); the young filter is
+  test-and-clear (damon_folio_young, then damon_folio_mkold when young).
+
+Simulator mapping and assumptions (documented choices):
+
+- vaddr monitoring + node filter: one `damon` monitor watches the workload's virtual
+  range; a scheme applies to a region's pages that sit on the scheme's source node (a
+  paddr region would hold only those), and its size in the pattern, histogram and
+  quota is the number of those pages. A region without such pages is not a target.
+  Unlike paddr, all schemes share one set of regions (and one max_nr_accesses
+  threshold); an applied region's age reset covers its pages on every node.
+- schemes run at aggregation boundaries (apply interval rounded up to a multiple of the
+  aggregation interval), scheme by scheme in list order over all regions (the kernel
+  walks regions and applies every due scheme to each in turn: the same except that a
+  quota split made by a later scheme is not seen by an earlier one in that pass).
+- multi-tier (`promote`): DAMOS migrate target_nid is one fixed node per scheme. Cold:
+  each node with a lower node on the demotion path gets a migrate_cold scheme to that
+  lower node, goal: its own free ratio. Hot: `promote=all` (default) gives every node
+  below the top one a migrate_hot scheme per faster node, fastest target first, each
+  with the goal "target node used 99.7%": pages go to the fastest node with room (a
+  full target fails the migration and the next scheme takes the pages);
+  `promote=next`: one scheme to the next faster node on the path (hot pages climb one
+  tier per move); `promote=top`: one scheme to the top node. On 2 tiers all coincide
+  with mtier.c.
+- goals and the simulator's watermarks (`goal_offset`): Linux's watermarks on large
+  nodes sit within ~0.1-0.3% of the node, below both goals (0.5% free, 0.3% free =
+  99.7% used), so DAMON acts before kswapd. The simulator spaces min/low/high at
+  0.5/1/1.5% (docs/model.md), which would put the cold goal below the min watermark,
+  where `migrate` stops: migrate_cold could never act. By default (`goal_offset=high`)
+  both goals are shifted by the node's high watermark (free goal 0.5% + high, used
+  goal 99.7% - high) to keep their place above kswapd's band; `goal_offset=none` uses
+  the literal values.
+- initial quota state (`esz_init`): a real kdamond runs from before the workload
+  allocates; while the fast node fills, migrate_hot under-achieves its goal and its
+  esz_bp winds up to the quota cap, while migrate_cold over-achieves and sits at the
+  minimum. The simulator allocates at time 0, so `esz_init=boot` (default) starts
+  each scheme in that state (esz_bp = quota x 10000 when its goal is unmet on empty
+  nodes, else the minimum 10000); `esz_init=zero` starts from 0 as a kdamond started
+  on a full machine (the feed loop then needs minutes to reach a page).
+- the young filter checks (and charges, one accessed-bit check each) every page of
+  the charged regions, but evaluates the bits only until the target's free room is
+  covered; the pages after that could not move anyway and only miss their mkold.
+- quota time limit (`ms`), watermarks-based activation, other filters: not used by the
+  tiering setup, not implemented.
+
+Parameters (strings accepted): sample, aggr, update, min_nr_regions, max_nr_regions
+(monitor); quota (size per window, 200MiB), reset (window, 1s), apply (1s), cold_free
+(0.5%), hot_used (99.7%), goal_offset (high|none), min_age (cold scheme minimum age, a
+duration, 0s), hot (minimum access rate of migrate_hot, 5%), promote (all|next|top),
+young (on|off), weight_nr (100), weight_age (100), esz_init (boot|zero).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TierlabError
+from ..monitors.damon import Damon
+from ..units import PAGE, parse_duration, parse_size
+from .base import POLICIES, Policy
+
+#: DAMOS_MAX_SCORE, DAMON_MAX_SUBSCORE, DAMON_MAX_AGE_IN_LOG (mm/damon)
+MAX_SCORE = 99
+MAX_SUBSCORE = 100
+MAX_AGE_IN_LOG = 32
+ULONG_MAX = (1 << 64) - 1
+GOAL = 10000
+MIN_INPUT = 10000
+
+
+def feed_loop_next_input(last: int, score: int) -> int:
+    """damon_feed_loop_next_input: the next input for a target score of 10000."""
+    if score == GOAL:
+        return last
+    if score >= 2 * GOAL:
+        return MIN_INPUT
+    diff = abs(score - GOAL)
+    comp = last * diff // GOAL if last < ULONG_MAX // diff else last // GOAL * diff
+    if score > GOAL:
+        return max(last - comp, MIN_INPUT)
+    return min(last + comp, ULONG_MAX)
+
+
+def hot_score(nr, age, max_nr_accesses: int, aggr_interval: float, weight_nr=100,
+              weight_age=100) -> np.ndarray:
+    """damon_hot_score (mm/damon/ops-common.c), vectorised over regions."""
+    nr = np.asarray(nr, dtype=np.int64)
+    age = np.asarray(age, dtype=np.int64)
+    freq = nr * MAX_SUBSCORE // max(int(max_nr_accesses), 1)
+    # age in seconds = age x aggr_interval_us / 1e6, rounded down (integer microseconds)
+    age_sec = age * int(round(aggr_interval * 1e6)) // 1_000_000
+    age_log = np.zeros(age_sec.shape, dtype=np.int64)
+    pos = age_sec > 0
+    age_log[pos] = np.minimum(np.floor(np.log2(age_sec[pos])).astype(np.int64) + 1,
+                              MAX_AGE_IN_LOG)
+    age_log = np.where(freq == 0, -age_log, age_log) + MAX_AGE_IN_LOG
+    age_sub = age_log * MAX_SUBSCORE // MAX_AGE_IN_LOG // 2
+    hot = weight_nr * freq + weight_age * age_sub
+    if weight_nr + weight_age:
+        hot = hot // (weight_nr + weight_age)
+    return hot * MAX_SCORE // MAX_SUBSCORE
+
+
+def cold_score(nr, age, max_nr_accesses, aggr_interval, weight_nr=100, weight_age=100):
+    """damon_cold_score: DAMOS_MAX_SCORE - hotness."""
+    return MAX_SCORE - hot_score(nr, age, max_nr_accesses, aggr_interval, weight_nr,
+                                 weight_age)
+
+
+@dataclass
+class Scheme:
+    """One DAMOS scheme (pattern, action, quota with one goal, filter) and its state."""
+
+    action: str  # "migrate_hot" | "migrate_cold"
+    src: int
+    dst: int
+    min_nr: int
+    max_nr: int
+    min_age: int
+    max_age: int
+    quota_sz: int  # bytes per window (0 = no size quota)
+    reset_interval: float
+    goal_metric: str  # "node_mem_used_bp" | "node_mem_free_bp"
+    goal_nid: int
+    goal_bp: int
+    weight_nr: int = 100
+    weight_age: int = 100
+    young_filter: bool = True
+    # state
+    esz_bp: int = 0
+    esz: int = 0
+    charged_sz: int = 0
+    charged_from: float | None = None
+    total_charged_sz: int = 0
+    charge_addr_from: int | None = None
+    min_score: int = 0
+    applied_window: int = 0
+    # statistics (DAMOS stat)
+    nr_tried: int = 0
+    sz_tried: int = 0
+    nr_applied: int = 0
+    sz_applied: int = 0
+    qt_exceeds: int = 0
+    windows: list = field(default_factory=list)  # (start, charged bytes, applied bytes)
+
+    @property
+    def name(self) -> str:
+        return f"{self.action}:{self.src}->{self.dst}"
+
+    # -- quota -----------------------------------------------------------------------
+    def goal_score(self, mem) -> int:
+        """damos_quota_score for the one goal: current x 10000 / target."""
+        cap = int(mem.capacity[self.goal_nid])
+        free = int(mem.free[self.goal_nid])
+        if cap <= 0:
+            return GOAL
+        cur = (cap - free) * 10000 // cap if self.goal_metric == "node_mem_used_bp" \
+            else free * 10000 // cap
+        return cur * 10000 // max(self.goal_bp, 1)
+
+    def set_effective_quota(self, mem) -> None:
+        """damos_set_effective_quota with the "consist" goal tuner."""
+        self.esz_bp = feed_loop_next_input(max(self.esz_bp, MIN_INPUT), self.goal_score(mem))
+        esz = self.esz_bp // 10000
+        if self.quota_sz and self.quota_sz < esz:
+            esz = self.quota_sz
+        self.esz = esz
+
+    def adjust_quota(self, now: float, mem) -> None:
+        """damos_adjust_quota's window handling."""
+        if self.charged_from is None:
+            self.charged_from = now
+            self.set_effective_quota(mem)
+        elif now >= self.charged_from + self.reset_interval - 1e-9:
+            if self.esz and self.charged_sz >= self.esz:
+                self.qt_exceeds += 1
+            self.windows.append((self.charged_from, self.charged_sz, self.applied_window))
+            self.total_charged_sz += self.charged_sz
+            self.charged_from = now
+            self.charged_sz = 0
+            self.applied_window = 0
+            self.set_effective_quota(mem)
+
+
+def _parse_fraction(v, what) -> float:
+    s = str(v).strip()
+    try:
+        x = float(s[:-1]) / 100 if s.endswith("%") else float(s)
+    except ValueError:
+        raise TierlabError(f"bad {what} {v!r}: expected a percentage such as 0.5%") from None
+    if not 0 <= x <= 1:
+        raise TierlabError(f"bad {what} {v!r}: must be within 0%..100%")
+    return x
+
+
+def _parse_bool(v, what) -> bool:
+    s = str(v).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise TierlabError(f"bad {what} {v!r}; valid: on, off")
+
+
+def _choice(v, what, valid):
+    s = str(v).strip().lower()
+    if s not in valid:
+        raise TierlabError(f"bad {what} {v!r}; valid: {', '.join(valid)}")
+    return s
+
+
+@POLICIES.register("damon-tiering")
+class DamonTiering(Policy):
+    """Linux >= 6.11 DAMON tiering: DAMOS migrate_hot/migrate_cold with quota goals."""
+
+    def __init__(self, sample="5ms", aggr="100ms", update="1s", min_nr_regions=10,
+                 max_nr_regions=1000, quota="200MiB", reset="1s", apply="1s",
+                 cold_free="0.5%", hot_used="99.7%", goal_offset="high", min_age="0s",
+                 hot="5%", promote="all", young="on", weight_nr=100, weight_age=100,
+                 esz_init="boot"):
+        super().__init__(sample=sample, aggr=aggr, update=update,
+                         min_nr_regions=min_nr_regions, max_nr_regions=max_nr_regions,
+                         quota=quota, reset=reset, apply=apply, cold_free=cold_free,
+                         hot_used=hot_used, goal_offset=goal_offset, min_age=min_age,
+                         hot=hot, promote=promote, young=young, weight_nr=weight_nr,
+                         weight_age=weight_age, esz_init=esz_init)
+        self.monitor = Damon(sample=sample, aggr=aggr, update=update,
+                             min_nr_regions=min_nr_regions, max_nr_regions=max_nr_regions,
+                             name="damon-tiering")
+        self.quota = parse_size(quota, "damon-tiering quota")
+        self.reset = parse_duration(reset, "damon-tiering reset interval")
+        self.apply = parse_duration(apply, "damon-tiering apply interval")
+        if self.reset <= 0 or self.apply < 0:
+            raise TierlabError("damon-tiering: reset must be > 0 and apply >= 0")
+        self.cold_free = _parse_fraction(cold_free, "damon-tiering cold_free")
+        self.hot_used = _parse_fraction(hot_used, "damon-tiering hot_used")
+        self.goal_offset = _choice(goal_offset, "damon-tiering goal_offset", ("high", "none"))
+        min_age_s = parse_duration(min_age, "damon-tiering min_age")
+        self.min_age = int(math.ceil(min_age_s / self.monitor.aggr_interval - 1e-9))
+        hot_frac = _parse_fraction(hot, "damon-tiering hot")
+        mx = self.monitor.max_nr_accesses
+        self.hot_min_nr = max(1, int(hot_frac * mx + 1e-9)) if hot_frac > 0 else 0
+        self.promote = _choice(promote, "damon-tiering promote", ("all", "next", "top"))
+        self.young = _parse_bool(young, "damon-tiering young")
+        self.weight_nr, self.weight_age = int(weight_nr), int(weight_age)
+        self.esz_init = _choice(esz_init, "damon-tiering esz_init", ("boot", "zero"))
+        self.schemes: list[Scheme] = []
+        self._counts: dict = {}
+        self._next_apply = 0.0
+        self.young_checks = 0
+
+    # -- setup -------------------------------------------------------------------
+    def attach(self, sim):
+        super().attach(sim)
+        mem = sim.mem
+        path = list(sim.machine.demotion)
+        high_bp = (mem.wmark_high * 10000 // np.maximum(mem.capacity, 1)).astype(int)
+        off = (lambda n: int(high_bp[n])) if self.goal_offset == "high" else (lambda n: 0)
+        free_bp = int(round(self.cold_free * 10000))
+        used_bp = int(round(self.hot_used * 10000))
+        # the quota is bytes per window: it shrinks with the miniature (--scale)
+        common = dict(quota_sz=int(sim.scaled_bytes(self.quota)), reset_interval=self.reset,
+                      weight_nr=self.weight_nr, weight_age=self.weight_age,
+                      young_filter=self.young)
+        BIG = 1 << 62
+        for i, n in enumerate(path[:-1]):
+            self.schemes.append(Scheme(
+                "migrate_cold", n, path[i + 1], 0, 0, self.min_age, BIG,
+                goal_metric="node_mem_free_bp", goal_nid=n, goal_bp=free_bp + off(n),
+                **common))
+        for i, n in enumerate(path[1:], start=1):
+            if self.promote == "top":
+                targets = [path[0]]
+            elif self.promote == "next":
+                targets = [path[i - 1]]
+            else:
+                targets = path[:i]
+            for t in targets:
+                self.schemes.append(Scheme(
+                    "migrate_hot", n, t, self.hot_min_nr, BIG, 0, BIG,
+                    goal_metric="node_mem_used_bp", goal_nid=t,
+                    goal_bp=max(used_bp - off(t), 1), **common))
+        for s in self.schemes:
+            if self.esz_init == "boot":
+                # goal evaluated on empty nodes: used 0%, free 100%
+                cur = 0 if s.goal_metric == "node_mem_used_bp" else 10000
+                unmet = cur * 10000 // max(s.goal_bp, 1) < GOAL
+                s.esz_bp = s.quota_sz * 10000 if (unmet and s.quota_sz) else MIN_INPUT
+        self._next_apply = sim.now + self.apply  # damos_set_next_apply_sis at start
+        self.monitor.attach(sim)
+        self.monitor.subscribe(self._on_aggregation)
+        self.rng = sim.rng_for("damon-tiering")
+
+    # -- DAMOS -------------------------------------------------------------------
+    def _on_aggregation(self, mon: Damon, now: float) -> None:
+        if now + 1e-9 < self._next_apply:
+            return
+        self._next_apply = now + self.apply
+        mem = self.sim.mem
+        for s in self.schemes:  # kdamond_apply_schemes: adjust every due quota first
+            s.adjust_quota(now, mem)
+        self._counts = {}  # (node, start, end) -> pages on node, valid for this pass
+        for s in self.schemes:
+            self._apply_scheme(s, mon, now)
+
+    def _count_on(self, starts, ends, node) -> np.ndarray:
+        """Pages of each region [starts[i], ends[i]) on `node` (cached for the pass and
+        kept exact across this pass's own migrations by `_moved`)."""
+        nodes = self.sim.mem.node
+        cache = self._counts
+        out = np.empty(len(starts), dtype=np.int64)
+        for j, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
+            c = cache.get((node, a, b))
+            if c is None:
+                c = cache[(node, a, b)] = int(np.count_nonzero(nodes[a:b] == node))
+            out[j] = c
+        return out
+
+    def _moved(self, mon: Damon, pages: np.ndarray, src: int, dst: int) -> None:
+        """Update the pass's cached counts after `pages` moved from src to dst."""
+        if not self._counts or pages.size == 0:
+            return
+        r = mon.regions
+        idx = np.searchsorted(r.start, pages, side="right") - 1
+        k = np.bincount(idx, minlength=len(r))
+        for i in np.flatnonzero(k).tolist():
+            a, b, c = int(r.start[i]), int(r.end[i]), int(k[i])
+            if (src, a, b) in self._counts:
+                self._counts[(src, a, b)] -= c
+            if (dst, a, b) in self._counts:
+                self._counts[(dst, a, b)] += c
+
+    def _pages_on(self, a: int, b: int, node: int) -> np.ndarray:
+        return np.flatnonzero(self.sim.mem.node[a:b] == node) + a
+
+    def _apply_scheme(self, s: Scheme, mon: Damon, now: float) -> None:
+        if s.quota_sz and s.esz - s.charged_sz < PAGE:
+            return  # nothing can be charged this window (ALIGN_DOWN(esz - charged) == 0)
+        # damos_skip_charged_region: resume after the last charged address
+        resume = s.charge_addr_from
+        s.charge_addr_from = None
+        if resume is not None:
+            r = mon.regions
+            i = int(np.searchsorted(r.end, resume, "right"))
+            if i < len(r) and r.start[i] < resume:
+                mon.split_at(i, resume)
+        r = mon.regions
+        pat = ((r.nr_accesses >= s.min_nr) & (r.nr_accesses <= s.max_nr)
+               & (r.age >= s.min_age) & (r.age <= s.max_age))
+        idx = np.flatnonzero(pat)
+        if idx.size == 0:
+            return
+        cnt = self._count_on(r.start[idx], r.end[idx], s.src)
+        keep = cnt > 0
+        idx, cnt = idx[keep], cnt[keep]
+        if idx.size == 0:
+            return
+        fn = hot_score if s.action == "migrate_hot" else cold_score
+        score = fn(r.nr_accesses[idx], r.age[idx], mon.max_nr_accesses, mon.aggr_interval,
+                   s.weight_nr, s.weight_age)
+        if s.esz:
+            # damos_adjust_quota: the min score whose cumulated size reaches esz
+            hist = np.bincount(score, weights=cnt.astype(float) * PAGE,
+                               minlength=MAX_SCORE + 1)
+            cum = np.cumsum(hist[::-1])
+            hit = np.flatnonzero(cum >= s.esz)
+            s.min_score = MAX_SCORE - int(hit[0]) if hit.size else 0
+            ok = score >= s.min_score
+            idx, cnt = idx[ok], cnt[ok]
+        if resume is not None:
+            ok = r.start[idx] >= resume
+            idx, cnt = idx[ok], cnt[ok]
+        if idx.size == 0:
+            return
+        # walk in address order, charging each region's size to the quota
+        sizes = cnt * PAGE
+        if s.esz:
+            avail = s.esz - s.charged_sz
+            cum = np.cumsum(sizes)
+            nfull = int(np.searchsorted(cum, avail, "right"))
+            before = int(cum[nfull - 1]) if nfull else 0
+            part = (avail - before) // PAGE if nfull < idx.size else 0
+        else:
+            nfull, part = idx.size, 0
+        apply_idx = idx[:nfull].tolist()
+        chunks = [self._pages_on(int(r.start[i]), int(r.end[i]), s.src) for i in apply_idx]
+        if part > 0:
+            i = int(idx[nfull])
+            pg = self._pages_on(int(r.start[i]), int(r.end[i]), s.src)[:part]
+            cut = int(pg[-1]) + 1
+            if cut < int(r.end[i]):
+                mon.split_at(i, cut)  # the left piece keeps index i
+                r = mon.regions
+            chunks.append(pg)
+            apply_idx.append(i)
+        if not apply_idx:
+            return
+        charged = int(sum(len(c) for c in chunks)) * PAGE
+        s.charged_sz += charged
+        s.nr_tried += len(apply_idx)
+        s.sz_tried += charged
+        if s.esz and s.charged_sz >= s.esz:
+            s.charge_addr_from = int(r.end[apply_idx[-1]])
+        pages = np.concatenate(chunks)
+        if s.young_filter and pages.size:
+            pages = self._young_filter(pages, s, now)
+        moved = self.sim.migrate(pages, s.dst, reason=f"damos_{s.action}") if pages.size else 0
+        # move_pages takes the pages in order and stops at the target's min watermark
+        self._moved(mon, pages[:moved], s.src, s.dst)
+        if moved:
+            s.nr_applied += 1
+        s.sz_applied += moved * PAGE
+        s.applied_window += moved * PAGE
+        mon.reset_age(np.asarray(apply_idx))
+
+    def _young_filter(self, pages: np.ndarray, s: Scheme, now: float) -> np.ndarray:
+        """DAMOS_FILTER_TYPE_YOUNG (damon_folio_young, then mkold when young): migrate_hot
+        keeps young pages, migrate_cold drops them. Every page of the charged regions is
+        checked and charged (one accessed-bit check each); to save wall time the bits
+        are only evaluated, in address order, until the target node's room (free above
+        its min watermark) is covered -- the rest could not move anyway, and only
+        their bit clearing is skipped."""
+        sim = self.sim
+        bits = sim.bits
+        self.young_checks += int(pages.size)
+        sim.charge_cpu(pages.size * bits.check_cost, "monitor")
+        room = int(sim.mem.free[s.dst] - sim.mem.wmark_min[s.dst])
+        keep, got, pos = [], 0, 0
+        hot = s.action == "migrate_hot"
+        step = room + room // 4 + 64
+        while got < room and pos < pages.size:
+            chunk = pages[pos:pos + step]
+            young = bits.test_and_clear(0, chunk, now)
+            sel = chunk[young] if hot else chunk[~young]
+            keep.append(sel)
+            got += sel.size
+            pos += chunk.size
+            step *= 2
+        return np.concatenate(keep) if keep else pages[:0]
+
+    # -- reporting ---------------------------------------------------------------
+    def stats(self) -> dict:
+        out = {"monitor": self.monitor.stats(), "young_checks": self.young_checks}
+        for s in self.schemes:
+            out[s.name] = {"sz_tried": s.sz_tried, "sz_applied": s.sz_applied,
+                           "nr_tried": s.nr_tried, "nr_applied": s.nr_applied,
+                           "qt_exceeds": s.qt_exceeds, "esz": s.esz,
+                           "min_score": s.min_score}
+        return out
