@@ -336,6 +336,8 @@ class Simulation:
         """Costs of copying n pages `copies` times (2 for an exchange). The Linux mover
         copies with one thread; Nimble's with `copy_threads` in parallel and runs an
         exchange's two copies concurrently. CPU time is the same work either way."""
+        if self.policy.free_migrations:
+            return
         c = self.costs
         cpu = copies * n * PAGE / self.machine.migrate_bw
         wall = cpu / c.copy_threads

@@ -29,6 +29,10 @@ class Policy:
     #: /sys/kernel/mm/numa/demotion_enabled = 1). False: a full node simply makes new
     #: allocations fall back to the next node (AutoNUMA balancing's setting).
     kswapd_demotion = True
+    #: True only for the oracle: no migration in its runs costs anything (its own
+    #: placement, and the reclaim an allocation policy triggers), so it bounds every
+    #: policy that pays for its moves.
+    free_migrations = False
 
     def __init__(self, **params):
         self.params = params

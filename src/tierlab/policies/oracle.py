@@ -47,6 +47,7 @@ class Oracle(Policy):
     """Knows the true rates; hottest pages in the fastest tiers, at no cost (upper bound)."""
 
     uses_true_rates = True
+    free_migrations = True
 
     def __init__(self, interval="1s"):
         super().__init__(interval=interval)
