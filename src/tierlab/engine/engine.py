@@ -335,11 +335,18 @@ class Simulation:
     def _charge_copy(self, n: int, sync: bool, copies: int) -> None:
         """Costs of copying n pages `copies` times (2 for an exchange). The Linux mover
         copies with one thread; Nimble's with `copy_threads` in parallel and runs an
-        exchange's two copies concurrently. CPU time is the same work either way."""
+        exchange's two copies concurrently. CPU time is the same work either way.
+
+        Under `--scale F` (docs/model.md) a background mover copies F times fewer pages
+        at F times the scaled `migrate_bw`, so it is busy as long as at full scale. A
+        synchronous copy runs in the faulting threads, which are F times fewer too: it
+        copies at the unscaled per-thread bandwidth. TLB shootdowns count batches of
+        `batch_pages * F` pages, so their total stall is scale-free as well."""
         if self.policy.free_migrations:
             return
         c = self.costs
-        cpu = copies * n * PAGE / self.machine.migrate_bw
+        bw = self.machine.migrate_bw / (self.scale if sync else 1.0)
+        cpu = copies * n * PAGE / bw
         wall = cpu / c.copy_threads
         if c.mover == "nimble" and copies == 2:
             wall /= 2
@@ -349,7 +356,7 @@ class Simulation:
                 self.charge_cpu(cpu - wall, kind="migration")
         else:
             self.charge_cpu(cpu, kind="migration")
-        batches = math.ceil(n / c.batch_pages)
+        batches = n / (c.batch_pages * self.scale)
         self.stall(batches * self.machine.tlb_shootdown_s * self.threads)
 
     def _stamp(self) -> int:

@@ -1,0 +1,582 @@
+"""`hint-faults`: Linux's NUMA-balancing scanner (task_numa_work) and its hint faults.
+
+Kernel rules implemented (kernel/sched/fair.c, mm/mprotect.c, Linux 5.18-6.x; checked
+against the sources, see each method):
+
+- Every scan step marks the next `scan_size` (numa_balancing_scan_size_mb, 256 MB; in a
+  `--scale F` miniature F x 256 MB, `sim.scaled_bytes`) of the task's address space
+  PROT_NONE (change_prot_numa) from a cursor
+  (mm->numa_scan_offset); the step ends as soon as a `scan_size` range made at least one
+  PTE PROT_NONE, or after 8 x `scan_size` of address space without any (virtpages), or at
+  the end of the address space, where the cursor wraps and a pass (numa_scan_seq) ends.
+  PTEs already PROT_NONE are skipped and keep their scan time (tiering mode records the
+  scan time in the page only when it changes the PTE).
+- Nodes listed in `skip_nodes` are not scanned: with numa_balancing=2 (memory tiering
+  only) the top-tier nodes are skipped ("Skip scanning top tier node if normal numa
+  balancing is disabled").
+- Step period (p->numa_scan_period) between task_scan_min and task_scan_max:
+  windows = ceil(RSS / scan_size); min = max(1000 ms / (MAX_SCAN_WINDOW 2560 MB/s /
+  scan_size MB) = 100 ms, scan_period_min / windows); max = max(min, scan_period_max /
+  windows). The sysctls numa_balancing_scan_period_min/max_ms (1 s / 60 s) are thus the
+  time of a whole pass, floored at 2.56 GB/s of scanning. It starts at min
+  (task_scan_start without a NUMA group) after numa_balancing_scan_delay_ms (1 s).
+- Adaptation (update_task_scan_period, once per pass, only if some fault was counted
+  since the last update, as task_numa_placement runs from task_numa_fault): if no local
+  and no shared faults, or a migration failed, the period doubles (up to max); else with
+  slot = ceil(period / 10), lr = 10 local / (local + remote), ps = 10 private /
+  (private + shared): ps >= 7 grows it by max(ps - 7, 1) slots, else lr >= 7 grows it by
+  max(lr - 7, 1) slots, else it shrinks by (7 - max(lr, ps)) slots; clamped to
+  [min, max]. Which faults count, and as what, is the subscriber's business (the policy
+  knows whether it migrated): `account(local=, remote=, private=, shared=, failed=)`.
+  In tiering mode the kernel ignores faults on slow nodes (task_numa_fault returns
+  early) and counts promoted pages as private remote faults.
+
+Fault model: `ScheduledHintFaults` (below), exact in distribution for the rate model:
+each armed page faults at its first access after the scan; faults are polled every
+`poll` and handed to subscribers as (pages, fault times, latency = fault time -
+scan time, now), in fault-time order. Latencies and fault times are exact whatever the
+poll period; only the reaction (a migration) is delayed to the poll, by < `poll`
+(default 50 ms: each poll is an engine event, and a finer poll mostly costs simulation
+time; scan steps, 100 ms to 60 s apart, run at the first poll after they are due).
+
+Costs (choices, documented here): each fault stalls the faulting thread
+`machine.hint_fault_s` (1.5 us, `sim.stall`); the scanner is charged as monitor CPU,
+`pte_walk_cost` (20 ns) per present PTE walked plus `pte_update_cost` (50 ns) per PTE
+made PROT_NONE (ptep_modify_prot_start/commit and the folio checks), and each step that
+changed PTEs costs one TLB flush of the range (flush_tlb_range: one shootdown,
+`machine.tlb_shootdown_s`, stalling every application thread). In Linux the scan runs
+in the task's own context (task_work on return to user space), so strictly it is
+application time; we count it as monitor CPU so that it shows in the run record.
+
+Assumptions where the sources are silent or the model is coarser: the workload is one
+VMA spanning its address space (holes = unallocated pages, no PTEs); migrating an armed
+page does not clear its PROT_NONE (Linux restores the VMA protection on migration; the
+difference is one missed fault); the NUMA-group scaling of the period (task_scan_start
+with shared faults) and vma_is_accessed filtering are not modelled.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..units import PAGE, parse_duration, parse_size
+from .base import MONITORS, Monitor
+from .primitives import HintFaults
+from .source import RateSource
+
+UNALLOC = 255  # engine.memory.UNALLOC (not imported: monitors must not import engine)
+MAX_SCAN_WINDOW_MB = 2560  # kernel/sched/fair.c: never scan more than 2560 MB/s
+NUMA_PERIOD_SLOTS = 10
+NUMA_PERIOD_THRESHOLD = 7
+
+
+# -----------------------------------------------------------------------------------
+# Hint faults scheduled in work units
+# -----------------------------------------------------------------------------------
+class _Batch:
+    """Armed pages sorted by the cumulative work at which they fault."""
+
+    __slots__ = ("wf", "pages", "arm", "head")
+
+    def __init__(self, wf, pages, arm):
+        self.wf, self.pages, self.arm, self.head = wf, pages, arm, 0
+
+    def __len__(self):
+        return self.wf.shape[0] - self.head
+
+    def live(self):
+        h = self.head
+        return self.wf[h:], self.pages[h:], self.arm[h:]
+
+
+def _sorted_batch(wf, pages, arm) -> _Batch:
+    order = np.argsort(wf, kind="stable")
+    return _Batch(wf[order], pages[order], arm[order])
+
+
+class ScheduledHintFaults(HintFaults):
+    """`HintFaults` with the same contract (arm, poll, disarm, is_armed, faults,
+    fault_seconds), scheduled in cumulative work for the statistical `RateSource`.
+
+    Under one rate field, page p's accesses form a Poisson process in work with rate
+    r_p, so its first access after arming at work W_a is at W_a + E / r_p, E ~ Exp(1)
+    (exactly the base class's draw, solved once instead of integrated at every poll).
+    Armed pages are kept in a few batches sorted by that fault work (size-tiered
+    merging, O(log n) batches); a poll takes the prefix of each batch up to the current
+    work W(now) and maps fault works to times with the timeline's W^-1. When the field
+    changes at time c, every pending page's remaining budget (W_f - W_c) r_old is
+    rescheduled with its new rate (pages of rate 0 wait, dormant, with their budget).
+    Cost: arm O(k log k), poll O(log n + faults), field change O(armed).
+    A per-page flag array (one byte per page) answers `is_armed`.
+    """
+
+    def __init__(self, source: RateSource, rng: np.random.Generator,
+                 fault_cost: float | None = None, npages: int | None = None,
+                 current_work=None):
+        if fault_cost is None:
+            super().__init__(source, rng)
+        else:
+            super().__init__(source, rng, fault_cost=fault_cost)
+        self._tl = source.timeline
+        #: optional () -> cumulative work now (the engine's `sim.work`): saves a
+        #: timeline lookup per poll
+        self._current_work = current_work
+        n = int(npages if npages is not None else source.npages)
+        self._flag = np.zeros(n, dtype=bool)
+        self._batches: list[_Batch] = []
+        self._dormant = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))  # pages, arm, E
+        self._field = None
+        self._t_sync = None  # set at the first arm or poll
+        self._pending: list = []  # faults found while syncing epochs (pages, works, arm)
+        self._t_poll = None  # time of the previous poll
+        self._narmed = 0
+
+    # -- helpers ------------------------------------------------------------------
+    def _rates(self, field, pages) -> np.ndarray:
+        tab = getattr(self.source, "_tab", None)
+        if tab is not None:
+            return tab(field).page_rate(pages)
+        r, w = field.rate_of(pages)
+        return r + w
+
+    @property
+    def armed(self) -> int:
+        return self._narmed
+
+    def is_armed(self, pages) -> np.ndarray:
+        return self._flag[np.asarray(pages, dtype=np.int64)]
+
+    def _push(self, b: _Batch) -> None:
+        if len(b) == 0:
+            return
+        bs = self._batches
+        bs.append(b)
+        # size-tiered: merge while the previous batch is not more than twice as large
+        while len(bs) > 1 and len(bs[-2]) <= 2 * len(bs[-1]):
+            b2, b1 = bs.pop(), bs.pop()
+            w1, p1, a1 = b1.live()
+            w2, p2, a2 = b2.live()
+            bs.append(_sorted_batch(np.concatenate((w1, w2)), np.concatenate((p1, p2)),
+                                    np.concatenate((a1, a2))))
+
+    def _schedule(self, pages, arm, budget, w0, field) -> None:
+        """Schedule pages with remaining Exp(1) budget from work w0 under `field`."""
+        r = self._rates(field, pages)
+        live = r > 0
+        if live.any():
+            self._push(_sorted_batch(w0 + budget[live] / r[live], pages[live], arm[live]))
+        if (~live).any():
+            dp, da, de = self._dormant
+            self._dormant = (np.concatenate((dp, pages[~live])),
+                             np.concatenate((da, arm[~live])),
+                             np.concatenate((de, budget[~live])))
+
+    def _take_until(self, w: float) -> None:
+        """Move every scheduled fault at work <= w to the pending list."""
+        for b in self._batches:
+            wf = b.wf
+            k = int(np.searchsorted(wf[b.head:], w, side="right"))
+            if k:
+                h = b.head
+                self._pending.append((b.pages[h:h + k], wf[h:h + k], b.arm[h:h + k]))
+                b.head = h + k
+                if b.head * 2 > wf.shape[0] and b.head > 4096:
+                    b.wf, b.pages, b.arm = b.wf[b.head:].copy(), b.pages[b.head:].copy(), \
+                        b.arm[b.head:].copy()
+                    b.head = 0
+        self._batches = [b for b in self._batches if len(b)]
+
+    def _sync(self, now: float) -> None:
+        """Process field changes in (last sync, now]: faults before each change are
+        collected under the old rates, the rest rescheduled with the new ones."""
+        tl = self._tl
+        starts, fields = tl.epoch_start, tl.fields
+        if self._t_sync is None:
+            k = max(int(np.searchsorted(starts, now, side="right")) - 1, 0)
+            self._field, self._t_sync = fields[k], float(now)
+            return
+        t_sync = self._t_sync
+        for k in range(len(starts)):
+            s = starts[k]
+            if s > now:
+                break
+            nxt = starts[k + 1] if k + 1 < len(starts) else math.inf
+            if nxt <= t_sync:
+                continue  # epoch entirely before the last sync
+            f = fields[k]
+            if f is self._field:
+                continue
+            c = max(s, t_sync)
+            wc = float(tl.work_at(c))
+            self._take_until(wc)
+            old = self._field
+            pages, wfs, arms = [], [], []
+            for b in self._batches:
+                w_, p_, a_ = b.live()
+                wfs.append(w_)
+                pages.append(p_)
+                arms.append(a_)
+            self._batches = []
+            if pages:
+                p = np.concatenate(pages)
+                budget = (np.concatenate(wfs) - wc) * self._rates(old, p)
+                self._schedule(p, np.concatenate(arms), np.maximum(budget, 0.0), wc, f)
+            dp, da, de = self._dormant
+            if dp.shape[0]:
+                self._dormant = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
+                self._schedule(dp, da, de, wc, f)
+            self._field = f
+        self._t_sync = max(self._t_sync, float(now))
+
+    # -- HintFaults API ---------------------------------------------------------------
+    def _time_at_work(self, works, now: float) -> np.ndarray:
+        """W^-1 for fault works reached since the previous poll. The timeline's own
+        time_at_work converts its whole history (up to 10 minutes of breakpoints) to
+        arrays after every engine step; here only the breakpoints since the previous
+        poll are read (a faithful copy of Timeline.time_at_work on that window)."""
+        tl = self._tl
+        ts, ws = getattr(tl, "_t", None), getattr(tl, "_w", None)
+        t_lo = self._t_poll
+        if ts is None or ws is None or t_lo is None or not ts or ts[0] > t_lo:
+            return np.asarray(tl.time_at_work(works), dtype=float)
+        k = len(ts) - 1
+        while k > 0 and ts[k] > t_lo:
+            k -= 1
+        ta = np.asarray(ts[k:], dtype=float)
+        wa = np.asarray(ws[k:], dtype=float)
+        if ta.shape[0] < 2 or works.min() < wa[0]:
+            return np.asarray(tl.time_at_work(works), dtype=float)
+        i = np.clip(np.searchsorted(wa, works, side="left"), 1, wa.shape[0] - 1)
+        w0, w1 = wa[i - 1], wa[i]
+        dw = np.where(w1 > w0, w1 - w0, 1.0)
+        frac = np.clip(np.where(w1 > w0, (works - w0) / dw, 0.0), 0.0, 1.0)
+        return ta[i - 1] + frac * (ta[i] - ta[i - 1])
+
+    def _work_at(self, t: float) -> float:
+        if self._current_work is not None and t >= self._tl.now:
+            return float(self._current_work())
+        return float(self._tl.work_at(t))
+
+    def arm(self, pages, now: float) -> int:
+        pages = np.asarray(pages, dtype=np.int64)
+        if pages.shape[0] > 1 and not bool(np.all(pages[1:] > pages[:-1])):
+            pages = np.unique(pages)
+        pages = pages[~self._flag[pages]]
+        n = pages.shape[0]
+        if n == 0:
+            return 0
+        now = float(now)
+        self._sync(now)
+        self._flag[pages] = True
+        self._narmed += n
+        w0 = self._work_at(now)
+        self._schedule(pages, np.full(n, now), self.rng.exponential(size=n), w0, self._field)
+        return n
+
+    def disarm(self, pages) -> None:
+        pages = np.asarray(pages, dtype=np.int64)
+        if pages.size == 0 or not self._flag[pages].any():
+            return
+        self._flag[pages] = False
+        self._purge()
+
+    def disarm_range(self, start: int, end: int) -> None:
+        """Drop the armed pages of [start, end) (freed) without a fault."""
+        if end <= start or not self._flag[start:end].any():
+            return
+        self._flag[start:end] = False
+        self._purge()
+
+    def _purge(self) -> None:
+        """Remove entries whose flag was cleared."""
+        keep_b = []
+        n = 0
+        for b in self._batches:
+            w_, p_, a_ = b.live()
+            k = self._flag[p_]
+            if not k.all():
+                b = _Batch(w_[k], p_[k], a_[k])
+            if len(b):
+                keep_b.append(b)
+                n += len(b)
+        self._batches = keep_b
+        dp, da, de = self._dormant
+        if dp.shape[0]:
+            k = self._flag[dp]
+            self._dormant = (dp[k], da[k], de[k])
+            n += int(k.sum())
+        pend = []
+        for p_, w_, a_ in self._pending:
+            k = self._flag[p_]
+            pend.append((p_[k], w_[k], a_[k]))
+            n += int(k.sum())
+        self._pending = pend
+        self._narmed = n
+
+    def poll(self, now: float):
+        """(pages, fault_times, latency) of faults since the last poll, by fault time."""
+        now = float(now)
+        self._sync(now)
+        self._take_until(self._work_at(now))
+        if not self._pending:
+            e = np.zeros(0)
+            return np.zeros(0, dtype=np.int64), e, e.copy()
+        pages = np.concatenate([p for p, _, _ in self._pending])
+        works = np.concatenate([w for _, w, _ in self._pending])
+        arms = np.concatenate([a for _, _, a in self._pending])
+        self._pending = []
+        times = self._time_at_work(works, now)
+        times = np.clip(np.maximum(times, arms), None, now)
+        self._t_poll = now
+        order = np.argsort(times, kind="stable")
+        pages, times, arms = pages[order], times[order], arms[order]
+        self._flag[pages] = False
+        self._narmed -= pages.shape[0]
+        self.faults += int(pages.shape[0])
+        return pages, times, np.maximum(times - arms, 0.0)
+
+
+class _PlainHintFaults(HintFaults):
+    """The primitive for sources other than the rate model (exact replay)."""
+
+    def __init__(self, source, rng, fault_cost=None, npages=None):
+        if fault_cost is None:
+            super().__init__(source, rng)
+        else:
+            super().__init__(source, rng, fault_cost=fault_cost)
+
+    def disarm_range(self, start: int, end: int) -> None:
+        p = self._pages
+        self.disarm(p[(p >= start) & (p < end)])
+
+
+def make_hint_faults(source, rng, fault_cost=None, npages=None,
+                     current_work=None) -> HintFaults:
+    """The fastest exact hint-fault generator for `source`."""
+    if isinstance(source, RateSource):
+        return ScheduledHintFaults(source, rng, fault_cost, npages, current_work)
+    return _PlainHintFaults(source, rng, fault_cost, npages)
+
+
+def _threads(sim) -> float:
+    """The application's effective thread count (`sim.threads`: threads x scale)."""
+    return float(getattr(sim, "threads", sim.workload.threads))
+
+
+def _flag(v) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() not in ("0", "false", "no", "off", "")
+    return bool(v)
+
+
+def _nodes(v) -> list[int]:
+    if v is None or v == "":
+        return []
+    if isinstance(v, str):
+        return [int(x) for x in v.replace("+", " ").replace(";", " ").split()]
+    return [int(x) for x in v]
+
+
+# -----------------------------------------------------------------------------------
+# The scanner
+# -----------------------------------------------------------------------------------
+@MONITORS.register("hint-faults")
+class NumaScanner(Monitor):
+    """NUMA-balancing PTE scanner (task_numa_work): PROT_NONE 256 MB per step, hint faults
+    with their latency; adaptive scan period 1-60 s per pass."""
+
+    def __init__(self, scan_size="256MiB", scan_period_min="1s", scan_period_max="60s",
+                 scan_delay="1s", poll="50ms", skip_nodes="", adapt="1",
+                 pte_walk_cost="20ns", pte_update_cost="50ns"):
+        super().__init__(scan_size=scan_size, scan_period_min=scan_period_min,
+                         scan_period_max=scan_period_max, scan_delay=scan_delay, poll=poll,
+                         skip_nodes=skip_nodes, adapt=adapt)
+        self.scan_bytes = parse_size(scan_size, "numa scan_size")
+        self.scan_pages = max(self.scan_bytes // PAGE, 1)
+        self.period_min = parse_duration(scan_period_min, "numa scan_period_min")
+        self.period_max = parse_duration(scan_period_max, "numa scan_period_max")
+        self.scan_delay = parse_duration(scan_delay, "numa scan_delay")
+        self.poll_s = parse_duration(poll, "numa poll")
+        if self.poll_s <= 0 or self.period_min <= 0 or self.period_max < self.period_min:
+            raise ValueError("need poll > 0 and 0 < scan_period_min <= scan_period_max")
+        self.skip_nodes = _nodes(skip_nodes)
+        self.adapt = _flag(adapt)
+        self.pte_walk_cost = parse_duration(pte_walk_cost, "pte_walk_cost")
+        self.pte_update_cost = parse_duration(pte_update_cost, "pte_update_cost")
+        self._subs = []
+        self.period = None
+        self.cursor = 0
+        self.seq = 0
+        self.steps = 0
+        self.ptes_walked = 0
+        self.ptes_updated = 0
+        self._count = dict(local=0.0, remote=0.0, private=0.0, shared=0.0, failed=0.0)
+        self._fault_s_charged = 0.0
+        self.cpu_seconds = 0.0
+        self.period_history = []
+
+    # -- wiring ---------------------------------------------------------------------
+    def attach(self, sim, skip_nodes=None) -> None:
+        super().attach(sim)
+        if skip_nodes is not None:
+            self.skip_nodes = [int(n) for n in skip_nodes]
+        # byte-denominated: a miniature (--scale F) scans F x scan_size per step, so the
+        # number of windows, the periods and the per-page scan rate match full scale
+        scaled = getattr(sim, "scaled_bytes", lambda b: b)
+        self.scan_pages = max(int(scaled(self.scan_bytes)) // PAGE, 1)
+        self.hf = make_hint_faults(sim.source, sim.rng_for("hint-faults"),
+                                   fault_cost=sim.machine.hint_fault_s, npages=sim.mem.npages,
+                                   current_work=lambda: sim.work)
+        self._skip = np.zeros(256, dtype=bool)
+        self._skip[UNALLOC] = True
+        for n in self.skip_nodes:
+            self._skip[n] = True
+        self.next_scan = sim.now + self.scan_delay
+        sim.every(self.poll_s, self.tick)
+        sim.monitors.setdefault("hint-faults", self)
+
+    def subscribe(self, fn, every_poll: bool = False) -> None:
+        """fn(pages, fault_times, latency, now) for every poll that found faults (for
+        every poll, possibly with no faults, if `every_poll`)."""
+        self._subs.append((fn, bool(every_poll)))
+
+    def account(self, local=0, remote=0, private=0, shared=0, failed=0) -> None:
+        """Faults counted by task_numa_fault (numa_faults_locality, private/shared) and
+        failed migrations (TNF_MIGRATE_FAIL), for the scan-period adaptation."""
+        c = self._count
+        c["local"] += float(local)
+        c["remote"] += float(remote)
+        c["private"] += float(private)
+        c["shared"] += float(shared)
+        c["failed"] += float(failed)
+
+    def arm(self, pages, now=None) -> int:
+        """Make pages PROT_NONE outside the scan (e.g. TPP's demoted pages)."""
+        return self.hf.arm(pages, self.sim.now if now is None else now)
+
+    def disarm_range(self, start: int, end: int) -> None:
+        self.hf.disarm_range(start, end)
+
+    # -- bounds ---------------------------------------------------------------------
+    def windows(self) -> int:
+        """task_nr_scan_windows: RSS in scan_size units, rounded up (at least 1)."""
+        rss = int(self.sim.mem.allocated) or self.scan_pages
+        return max(-(-rss // self.scan_pages), 1)
+
+    def scan_min(self) -> float:
+        """task_scan_min, in seconds."""
+        scan_mb = self.scan_bytes / 2**20  # full-scale MB: the floor is a ratio of the two
+        nwin = max(int(MAX_SCAN_WINDOW_MB // scan_mb), 1) if scan_mb < MAX_SCAN_WINDOW_MB else 1
+        floor = 1.0 / nwin
+        return max(floor, self.period_min / self.windows())
+
+    def scan_max(self) -> float:
+        """task_scan_max, in seconds."""
+        return max(self.scan_min(), self.period_max / self.windows())
+
+    # -- work ---------------------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        """Every `poll`: hand over the faults since the last poll, then run the scan
+        steps that are due (task_tick_numa: now >= numa_next_scan). A step runs at the
+        first poll at or after its due time (late by < `poll`); next_scan advances by
+        the period from the due time, so the scan rate is kept."""
+        self.deliver(now)
+        while now >= self.next_scan - 1e-12:
+            if self.period is None:
+                self.period = self.scan_min()  # task_scan_start (no NUMA group)
+            self.period = min(max(self.period, self.scan_min()), self.scan_max())
+            self.scan_step(now)
+            self.next_scan = max(self.next_scan + self.period, now - self.poll_s)
+
+    def deliver(self, now: float) -> None:
+        pages, times, lat = self.hf.poll(now)
+        fs = self.hf.fault_seconds
+        if fs > self._fault_s_charged:
+            self.sim.stall(fs - self._fault_s_charged)
+            self._fault_s_charged = fs
+        for fn, always in self._subs:
+            if always or len(pages):
+                fn(pages, times, lat, now)
+
+    def scan_step(self, now: float) -> None:
+        """One task_numa_work: PROT_NONE the next scan_size with updates (at most 8 x
+        scan_size of address space), from the cursor."""
+        sim = self.sim
+        mem = sim.mem
+        n = mem.npages
+        node = mem.node
+        skip = self._skip
+        pages_budget = self.scan_pages
+        virt = 8 * self.scan_pages
+        pos = self.cursor
+        walked = updated = flushes = 0
+        while True:
+            end = min(pos + pages_budget, n)
+            end = min(-(-end // 512) * 512, n)  # ALIGN(start + pages, HPAGE_SIZE)
+            seg = node[pos:end]
+            walked += int(np.count_nonzero(seg != UNALLOC))
+            cand = np.flatnonzero(~skip[seg])
+            new = 0
+            if cand.size:
+                new = self.hf.arm(cand + pos, now)
+            virt -= end - pos
+            pos = end
+            if new:
+                updated += new
+                flushes += 1
+                break
+            if virt <= 0 or pos >= n:
+                break
+        self.steps += 1
+        self.ptes_walked += walked
+        self.ptes_updated += updated
+        cpu = walked * self.pte_walk_cost + updated * self.pte_update_cost
+        self.cpu_seconds += cpu
+        if cpu > 0:
+            sim.charge_cpu(cpu, kind="monitor")
+        if flushes:
+            sim.stall(flushes * sim.machine.tlb_shootdown_s * _threads(sim))
+        if pos >= n:
+            pos = 0
+            self.end_pass(now)
+        self.cursor = pos
+
+    def end_pass(self, now: float) -> None:
+        """numa_scan_seq++: adapt the period (update_task_scan_period)."""
+        self.seq += 1
+        c = self._count
+        if not self.adapt or self.period is None:
+            return
+        counted = c["local"] + c["remote"] + c["private"] + c["shared"] + c["failed"]
+        if counted == 0:
+            return  # task_numa_placement runs only from a counted fault
+        smin, smax = self.scan_min(), self.scan_max()
+        if c["local"] + c["shared"] == 0 or c["failed"]:
+            self.period = min(smax, 2 * self.period)
+        else:
+            slot = math.ceil(self.period * 1000 / NUMA_PERIOD_SLOTS) / 1000
+            lr = int((c["local"] * NUMA_PERIOD_SLOTS) // max(c["local"] + c["remote"], 1))
+            ps = int((c["private"] * NUMA_PERIOD_SLOTS) // max(c["private"] + c["shared"], 1))
+            if ps >= NUMA_PERIOD_THRESHOLD:
+                diff = max(ps - NUMA_PERIOD_THRESHOLD, 1) * slot
+            elif lr >= NUMA_PERIOD_THRESHOLD:
+                diff = max(lr - NUMA_PERIOD_THRESHOLD, 1) * slot
+            else:
+                diff = -(NUMA_PERIOD_THRESHOLD - max(lr, ps)) * slot
+            self.period = min(max(self.period + diff, smin), smax)
+        for k in c:
+            c[k] = 0.0
+        self.period_history.append((float(now), float(self.period)))
+
+    def stats(self) -> dict:
+        return {
+            "scan_steps": self.steps,
+            "scan_passes": self.seq,
+            "ptes_walked": self.ptes_walked,
+            "ptes_updated": self.ptes_updated,
+            "hint_faults": int(self.hf.faults),
+            "armed": int(self.hf.armed),
+            "scan_period_s": float(self.period) if self.period is not None else None,
+            "scan_cpu_seconds": self.cpu_seconds,
+        }

@@ -1,0 +1,218 @@
+"""`pte-scan`: linear accessed-bit scans of the workload's page tables (kstaled, MGLRU
+aging walks).
+
+A scan visits the present PTEs of an address range in order, tests and clears each
+accessed bit, and reports which pages were accessed since the scanner last passed
+them. Two uses:
+
+- periodic (`period` > 0): a full pass over the address space every `period` seconds,
+  done in steps of `step` seconds (kstaled-style background scanning); each step
+  hands (pages, young, now) to subscribers and records the result in a packed bitmap
+  (one bit per page, `young(pages)`: accessed between its last two visits);
+- on demand (`walk`, `walk_node`, `test`): MGLRU's aging walk of one node (only pages on
+  that node are updated: walk_pte_range skips folios of other nodes, so their bits are
+  not cleared) and the eviction-time check of a few pages (folio_referenced through
+  rmap).
+
+Model: a page's bit is drawn from the source, Bernoulli(1 - exp(-Lambda)) over (last
+visit, now] (`source.accessed`, one vectorised call per distinct last-visit time; the
+last visits are a compact interval map, `PassTimes`-like, one per node for node walks).
+We draw from the source rather than `sim.bits.test_since` because the shared bits
+forget what is older than their horizon (10 s), which would hide accesses from scans
+whose period is longer; the cost is the shared per-check figure `sim.bits.check_cost`
+(150 ns, `PTE_CHECK_SECONDS`).
+
+Cost with `nonleaf` (x86 sets the accessed bit of the PMD entry too;
+CONFIG_ARCH_HAS_NONLEAF_PMD_YOUNG, used by MGLRU): one check per PMD entry (2 MiB) of
+the range, plus one per present PTE under the PMDs that were young (a PMD is young iff a
+page under it was: the leaf draws decide, so the two levels are consistent); without
+it, one check per present PTE. Charged as monitor CPU.
+
+Tractability at 28.8 M pages: a walk is O(pages in the range) numpy work with scalar
+`since` per interval (~30 ms per million pages); periodic scanning spreads a pass over
+period/step steps.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..units import parse_duration
+from .base import MONITORS, Monitor
+
+UNALLOC = 255
+PMD_PAGES = 512
+
+
+class _PassMap:
+    """When the scanner last passed each address: sorted boundaries, one time each."""
+
+    def __init__(self, npages: int, t0: float = 0.0):
+        self.n = int(npages)
+        self.bounds = np.array([0, self.n], dtype=np.int64)
+        self.times = np.array([float(t0)])
+
+    def pieces(self, a: int, c: int):
+        """[(lo, hi, time)] covering [a, c)."""
+        b, t = self.bounds, self.times
+        i = int(np.searchsorted(b, a, side="right")) - 1
+        out = []
+        while i < len(t) and b[i] < c:
+            out.append((max(int(b[i]), a), min(int(b[i + 1]), c), float(t[i])))
+            i += 1
+        return out
+
+    def set(self, a: int, c: int, t: float) -> None:
+        a, c = max(int(a), 0), min(int(c), self.n)
+        if c <= a:
+            return
+        b, ts = self.bounds, self.times
+        i = int(np.searchsorted(b, a, side="right")) - 1
+        j = int(np.searchsorted(b, c - 1, side="right")) - 1
+        lb, lt = (b[: i + 1], ts[: i + 1]) if b[i] < a else (b[:i], ts[:i])
+        mb, mt = ([a, c], [t, ts[j]]) if c < b[j + 1] else ([a], [t])
+        bounds = np.concatenate((lb, mb, b[j + 1:]))
+        times = np.concatenate((lt, mt, ts[j + 1:]))
+        keep = np.concatenate(([True], times[1:] != times[:-1]))
+        self.times = times[keep]
+        self.bounds = np.concatenate((bounds[:-1][keep], [self.n])).astype(np.int64)
+
+
+@MONITORS.register("pte-scan")
+class PteScan(Monitor):
+    """Linear accessed-bit scans of the page tables (kstaled; MGLRU aging walks): which
+    pages were accessed since the last scan; CPU grows with the PTEs checked."""
+
+    def __init__(self, period="0", step="100ms", nonleaf="1", check_cost=None):
+        super().__init__(period=period, step=step, nonleaf=nonleaf)
+        self.period = parse_duration(period, "pte-scan period")
+        self.step = parse_duration(step, "pte-scan step")
+        if self.period < 0 or self.step <= 0:
+            raise ValueError("pte-scan: period must be >= 0 and step > 0")
+        self.nonleaf = str(nonleaf).strip().lower() not in ("0", "false", "no", "off")
+        self._check_cost = None if check_cost is None else parse_duration(check_cost,
+                                                                           "check_cost")
+        self._subs = []
+        self.checks = 0
+        self.cpu_seconds = 0.0
+        self.walks = 0
+        self.pages_scanned = 0
+        self.passes = 0
+
+    def attach(self, sim) -> None:
+        super().attach(sim)
+        self.rng = sim.rng_for("pte-scan")
+        n = sim.mem.npages
+        self._maps = {None: _PassMap(n, sim.now)}
+        self.cursor = 0
+        self.bitmap = None
+        if self.period > 0:
+            self.bitmap = np.zeros((n + 7) // 8, dtype=np.uint8)
+            # pages per step, PMD aligned so that bitmap bytes are never split
+            per = n * min(self.step / self.period, 1.0)
+            self.chunk = max(int(-(-per // PMD_PAGES)) * PMD_PAGES, PMD_PAGES)
+            sim.every(self.step, self._tick)
+        sim.monitors.setdefault("pte-scan", self)
+
+    @property
+    def check_cost(self) -> float:
+        return self._check_cost if self._check_cost is not None else self.sim.bits.check_cost
+
+    def subscribe(self, fn) -> None:
+        """fn(pages, young, now) after every periodic step."""
+        self._subs.append(fn)
+
+    # -- primitives ---------------------------------------------------------------------
+    def _draw(self, pages, since: float, now: float) -> np.ndarray:
+        if pages.shape[0] == 0 or now <= since:
+            return np.zeros(pages.shape[0], dtype=bool)
+        return self.sim.source.accessed(pages, pages + 1, since, now, self.rng)
+
+    def _charge(self, n: int) -> None:
+        if n <= 0:
+            return
+        self.checks += int(n)
+        c = n * self.check_cost
+        self.cpu_seconds += c
+        self.sim.charge_cpu(c, kind="monitor")
+
+    def _walk_cost(self, pages, young, start: int, end: int) -> int:
+        """Entries checked by a page-table walk of [start, end) finding `young`."""
+        if not self.nonleaf:
+            return int(pages.shape[0])
+        pmd = pages // PMD_PAGES
+        npmd = -(-end // PMD_PAGES) - start // PMD_PAGES
+        if pages.shape[0] == 0:
+            return int(npmd)
+        per = np.bincount(pmd - pmd[0], minlength=1)
+        hot = np.bincount(pmd[young] - pmd[0], minlength=per.shape[0]) > 0
+        return int(npmd + per[hot[: per.shape[0]]].sum())
+
+    def walk(self, start: int, end: int, now: float, node: int | None = None):
+        """Test and clear the accessed bits of the present pages of [start, end) (only
+        those on `node` when given): (pages, young)."""
+        sim = self.sim
+        start, end = max(int(start), 0), min(int(end), sim.mem.npages)
+        seg = sim.mem.node[start:end]
+        sel = seg != UNALLOC if node is None else seg == node
+        pages = np.flatnonzero(sel).astype(np.int64) + start
+        young = np.zeros(pages.shape[0], dtype=bool)
+        pm = self._maps.get(node)
+        if pm is None:
+            pm = self._maps[node] = _PassMap(sim.mem.npages, 0.0)
+        for lo, hi, t in pm.pieces(start, end):
+            a, b = np.searchsorted(pages, [lo, hi])
+            if b > a:
+                young[a:b] = self._draw(pages[a:b], t, now)
+        pm.set(start, end, now)
+        self._charge(self._walk_cost(pages, young, start, end))
+        self.walks += 1
+        self.pages_scanned += int(pages.shape[0])
+        return pages, young
+
+    def walk_node(self, node: int, now: float):
+        """MGLRU aging walk: the whole address space, updating pages on `node`."""
+        return self.walk(0, self.sim.mem.npages, now, node=node)
+
+    def test(self, pages, since, now: float) -> np.ndarray:
+        """Test-and-clear of given pages last cleared at `since` (scalar or per page),
+        e.g. the rmap check of eviction candidates: one check each."""
+        pages = np.asarray(pages, dtype=np.int64)
+        self._charge(pages.shape[0])
+        if np.ndim(since) == 0:
+            return self._draw(pages, float(since), now)
+        since = np.asarray(since, dtype=float)
+        out = np.zeros(pages.shape[0], dtype=bool)
+        for s in np.unique(since):
+            m = since == s
+            out[m] = self._draw(pages[m], float(s), now)
+        return out
+
+    # -- periodic scanning ------------------------------------------------------------------
+    def _tick(self, now: float) -> None:
+        n = self.sim.mem.npages
+        a = self.cursor
+        b = min(a + self.chunk, n)
+        pages, young = self.walk(a, b, now)
+        mask = np.zeros(b - a, dtype=bool)
+        mask[pages - a] = young
+        bits = np.packbits(mask)
+        self.bitmap[a // 8: a // 8 + bits.shape[0]] = bits
+        if b >= n:
+            self.cursor = 0
+            self.passes += 1
+        else:
+            self.cursor = b
+        for fn in self._subs:
+            fn(pages, young, now)
+
+    def young(self, pages) -> np.ndarray:
+        """Whether each page was found accessed at its last periodic visit."""
+        if self.bitmap is None:
+            raise RuntimeError("pte-scan: young() needs periodic scanning (period > 0)")
+        pages = np.asarray(pages, dtype=np.int64)
+        return ((self.bitmap[pages >> 3] >> (7 - (pages & 7))) & 1).astype(bool)
+
+    def stats(self) -> dict:
+        return {"pte_walks": self.walks, "pte_pages_scanned": self.pages_scanned,
+                "pte_checks": self.checks, "pte_scan_cpu_seconds": self.cpu_seconds,
+                "pte_passes": self.passes}

@@ -1,0 +1,641 @@
+"""Linux NUMA balancing baselines: `autonuma` (numa_balancing=1), `autonuma-tiering`
+(numa_balancing=2, memory tiering mode, Linux >= 6.1) and `autonuma-tiering-mglru`
+(the same promotion with the multi-gen LRU reclaiming). IDT (HPDC'24) normalises its
+results to `autonuma` and names `autonuma-tiering-mglru` the best prior system.
+
+All three take hint faults from the `hint-faults` monitor (task_numa_work; see
+monitors/hint_faults.py for the scanner's rules and costs) and migrate in the faulting
+thread's context (do_numa_page -> migrate_misplaced_folio: a synchronous copy, charged
+as an application stall; `fault_migrate`).
+
+Target node: mpol_misplaced with the default policy returns the node of the faulting
+CPU; the workload's threads run on `machine.cpu_socket`, so the target is that
+socket's first node with CPUs on the demotion path (`cpu_node`): node 0 on every
+built-in machine. Pages on other nodes with CPUs (remote DRAM of the 4-tier machine)
+are promoted to it as well (see `toptier`).
+
+Migration room (migrate_balanced_pgdat, mm/migrate.c): a misplaced page moves only if
+the target keeps more than its high watermark + 1 page free afterwards, i.e. at most
+free - high - 1 pages per batch of faults.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+
+from ..errors import TierlabError
+from ..monitors.hint_faults import NumaScanner
+from ..monitors.pte_scan import PteScan
+from ..units import PAGE, parse_duration, parse_size
+from .base import POLICIES, Policy
+
+UNALLOC = 255
+
+
+# -----------------------------------------------------------------------------------
+# shared helpers (also used by tpp.py)
+# -----------------------------------------------------------------------------------
+def cpu_node(machine) -> int:
+    """Node of the faulting CPU: the first node on the demotion path that has CPUs and
+    hangs off the workload's socket (numa_node_id() of its threads)."""
+    for n in machine.demotion:
+        t = machine.tiers[n]
+        if t.socket == machine.cpu_socket and t.has_cpus:
+            return n
+    for n in machine.demotion:
+        if machine.tiers[n].has_cpus:
+            return n
+    return machine.demotion[0]
+
+
+def toptier_nodes(machine, which: str) -> list[int]:
+    """Top-tier nodes (node_is_toptier). "cpu": only the faulting CPU's node, so every
+    other node (remote DRAM included) is a lower tier whose pages are scanned and
+    promoted -- the 4-tier view of IDT (0 -> 1 -> 2 -> 3) and TPP's patch
+    (node_is_toptier(node) == (node == 0)). "dram": every node with CPUs, as Linux's
+    default memory tiers put all DRAM nodes in the top tier; remote DRAM pages are then
+    neither scanned nor promoted."""
+    which = str(which).strip().lower()
+    if which == "cpu":
+        return [cpu_node(machine)]
+    if which == "dram":
+        return [n for n in range(machine.nnodes) if machine.tiers[n].has_cpus]
+    raise TierlabError(f"bad toptier {which!r}; valid: cpu, dram")
+
+
+def fault_migrate(sim, pages, dst: int, reason: str) -> int:
+    """Migrate pages on their hint faults, synchronously (the faulting thread copies:
+    `sync=True`). Since Huang Ying's 2021 change to do_numa_page (mm/memory.c: the PTE is
+    no longer made present again before migrate_misplaced_page; "the CPU cycles spent by
+    TLB shooting down decreases greatly") the page migrates while its PTE is still
+    PROT_NONE, which no TLB may cache, so unmapping it needs no shootdown: nothing is
+    charged per page beyond the engine's cost model (the copy, one shootdown per batch)."""
+    pages = np.asarray(pages, dtype=np.int64)
+    if pages.shape[0] == 0:
+        return 0
+    return sim.migrate(pages, dst, sync=True, reason=reason)
+
+
+def migrate_room(sim, dst: int) -> int:
+    """Pages migrate_balanced_pgdat lets into `dst` now: free must stay > high + 1."""
+    mem = sim.mem
+    return max(int(mem.free[dst] - mem.wmark_high[dst]) - 1, 0)
+
+
+def promo_wmark(sim, node: int) -> int:
+    """WMARK_PROMO (Linux >= 6.1): high + one watermark step (high - low); kswapd
+    balances a top-tier node to it in memory tiering mode."""
+    mem = sim.mem
+    return int(mem.wmark_high[node] + (mem.wmark_high[node] - mem.wmark_low[node]))
+
+
+class Kswapd:
+    """kswapd of one top-tier node seen from promotion: a process of bounded throughput.
+
+    Promotions need free pages above the high watermark (migrate_balanced_pgdat); a
+    failed promotion (tiering mode) or free space under `target` (TPP's check at every
+    scheduler tick) wakes kswapd, which demotes until `target` is free. Its demotion is
+    a page copy, so it frees at most `rate` pages per second (default migrate_bw / 4 KiB,
+    1.5 GB/s x scale: one kswapd thread per node doing migrate_pages), and it runs concurrently
+    with the faults. For the faults of one poll interval, in time order, with room0
+    pages above the watermark at its start and kswapd supplying rate x (t - t_awake)
+    more, a fault finds a page iff fewer faults than the supply so far have succeeded:
+    S_j = min(S_(j-1) + 1, supply(t_j)), i.e. S_j = j + min(0, min_(k<=j) supply_k - k)
+    (vectorised). kswapd's demotions of the interval are then done (sim.reclaim, victims
+    from the policy or the LRU, charged as kswapd CPU) before the promotions that used
+    them; it stays awake while free < target. Assumption: kswapd keeps running while a
+    poll interval's faults consume what it frees (it would be re-woken at once).
+    """
+
+    def __init__(self, sim, node: int, target: int, rate: float | None = None):
+        self.sim = sim
+        self.node = int(node)
+        self.target = int(target)
+        self.rate = float(rate) if rate is not None else sim.machine.migrate_bw / PAGE
+        self.awake = False
+        self.since = sim.now
+        self.t_prev = sim.now
+        self.wakeups = 0
+        self.freed = 0
+
+    def wake(self, t: float) -> None:
+        if not self.awake:
+            self.awake = True
+            self.since = float(t)
+            self.wakeups += 1
+
+    def wake_below_target(self) -> None:
+        """TPP: kswapd is woken as soon as free < target (checked every tick)."""
+        if self.sim.mem.free[self.node] < self.target:
+            self.wake(self.t_prev)
+
+    def serve(self, pages, times, now: float, reason: str, wake_on_fail: bool = True):
+        """Promote `pages` (faults at `times`, time-ordered) to the node as room allows;
+        returns (pages moved, failed)."""
+        sim, node = self.sim, self.node
+        mem = sim.mem
+        n = pages.shape[0]
+        free0 = int(mem.free[node])
+        room0 = max(free0 - int(mem.wmark_high[node]) - 1, 0)
+        t_a = self.since if self.awake else None
+        if t_a is None and wake_on_fail and n > room0:
+            t_a = float(times[room0])  # the first failure wakes kswapd
+            self.wakeups += 1
+        if n == 0:
+            ok = np.zeros(0, dtype=bool)
+        elif t_a is None:
+            ok = np.arange(n) < room0
+        else:
+            supply = room0 + np.floor(self.rate * np.clip(times - t_a, 0.0, None))
+            j = np.arange(1, n + 1)
+            cum = j + np.minimum(np.minimum.accumulate(supply - j), 0)
+            ok = np.diff(cum, prepend=0) > 0
+        want = int(ok.sum())
+        if t_a is not None:
+            credit = int(self.rate * max(now - t_a, 0.0))
+            need = max(want - room0, 0)
+            goal = min(max(self.target - free0 + want, need), max(credit, need))
+            if goal > 0:
+                self.freed += sim.reclaim(node, goal)
+            room = max(int(mem.free[node] - mem.wmark_high[node]) - 1, 0)
+            if room < want:  # not enough victims: the last ones fail
+                idx = np.flatnonzero(ok)[room:]
+                ok[idx] = False
+        moved = fault_migrate(sim, pages[ok], node, reason)
+        self.awake = t_a is not None and int(mem.free[node]) < self.target
+        self.since = float(now)
+        self.t_prev = float(now)
+        return moved, n - moved
+
+
+def lru_victims(sim, node: int, n: int) -> np.ndarray:
+    """The 2Q LRU's reclaim victims (`engine/lru.py` reclaim_victims: refill the inactive
+    list towards its target ratio when it is low, take unreferenced pages from the
+    inactive tail, activate referenced ones), with scan batches that double while a
+    batch yields too few victims. The engine's version scans
+    2 x (wanted - found) pages per batch, which costs hundreds of batches when nearly
+    every page is referenced (small scaled runs of hot workloads); the pages chosen
+    follow the same rules."""
+    lru = sim.lru
+    victims, got, looked = [], 0, 0
+    limit = 2 * int(sim.mem.used[node]) + 64
+    size = max(2 * n, 64)
+    asize = max(n, 32)
+    while got < n and looked < limit:
+        if lru.inactive_is_low(node) or lru.nr_inactive(node) == 0:
+            # shrink_active_list refills the inactive list towards its target size
+            deficit = getattr(lru, "inactive_deficit", lambda _n: 0)(node)
+            pages, ref = lru.scan(node, True, max(asize, deficit))
+            lru.deactivate(pages[~ref])
+            looked += len(pages)
+            if (~ref).sum() < asize // 2:
+                asize *= 2
+            if lru.nr_inactive(node) == 0:
+                if len(pages) == 0:
+                    break
+                continue
+        pages, ref = lru.scan(node, False, size)
+        looked += len(pages)
+        if len(pages) == 0:
+            continue
+        lru.activate(pages[ref])
+        cold = pages[~ref][: n - got]
+        victims.append(cold)
+        got += len(cold)
+        if 2 * len(cold) < size // 2:
+            size *= 2
+    return np.concatenate(victims) if victims else np.zeros(0, dtype=np.int64)
+
+
+def _flag(v) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() not in ("0", "false", "no", "off", "")
+    return bool(v)
+
+
+class NumaBalancingBase(Policy):
+    """Shared wiring: the scanner, its hint faults, freeing, statistics."""
+
+    #: nodes the scanner skips: "none" (numa_balancing=1) or "top" (tiering modes)
+    skip = "top"
+    #: on_faults also on polls without faults (kswapd progress)
+    every_poll = False
+
+    def __init__(self, scan_size="256MiB", scan_period_min="1s", scan_period_max="60s",
+                 scan_delay="1s", poll="50ms", toptier="cpu", **params):
+        super().__init__(scan_size=scan_size, scan_period_min=scan_period_min,
+                         scan_period_max=scan_period_max, scan_delay=scan_delay, poll=poll,
+                         toptier=toptier, **params)
+        self.scanner = NumaScanner(scan_size=scan_size, scan_period_min=scan_period_min,
+                                   scan_period_max=scan_period_max, scan_delay=scan_delay,
+                                   poll=poll)
+        self.toptier = str(toptier)
+        if self.toptier.strip().lower() not in ("cpu", "dram"):
+            raise TierlabError(f"bad toptier {toptier!r}; valid: cpu, dram")
+        self.promoted = 0
+        self.promote_failed = 0
+
+    def attach(self, sim):
+        super().attach(sim)
+        m = sim.machine
+        self.dst = cpu_node(m)
+        self.top = toptier_nodes(m, self.toptier)
+        self.top_mask = np.zeros(256, dtype=bool)
+        self.top_mask[self.top] = True
+        skip = self.top if self.skip == "top" else []
+        self.scanner.attach(sim, skip_nodes=skip)
+        self.scanner.subscribe(self.on_faults, every_poll=self.every_poll)
+
+    def on_faults(self, pages, times, latency, now):
+        raise NotImplementedError
+
+    def on_free(self, start, end):
+        self.scanner.disarm_range(start, end)
+
+    def _split_shared(self, n: float):
+        """(private, shared) of n faults: a fault is private when the faulting thread
+        is the page's last one (cpupid_match_pid). Assumption: threads touch pages
+        alike, so 1/threads of the faults are private."""
+        th = max(self.sim.workload.threads, 1)  # the real threads, not x scale
+        return n / th, n - n / th
+
+    def stats(self):
+        d = self.scanner.stats()
+        d.update(promoted=self.promoted, promote_failed=self.promote_failed)
+        return d
+
+
+# -----------------------------------------------------------------------------------
+# numa_balancing = 1
+# -----------------------------------------------------------------------------------
+@POLICIES.register("autonuma")
+class AutoNuma(NumaBalancingBase):
+    """AutoNUMA balancing (numa_balancing=1): not tier-aware, hint faults migrate pages to
+    the faulting CPU's node while it has room; no demotion (IDT's normalising baseline).
+
+    Rules (kernel/sched/fair.c should_numa_migrate_memory, mm/migrate.c):
+    - every node is scanned (NUMA_BALANCING_NORMAL); with a single-threaded task the
+      pages already on its node are skipped (change_prot_numa's target_node);
+    - a fault on a page off the CPU node migrates it there (sync) if
+      migrate_balanced_pgdat allows (free > high + 1 after the move), else it fails;
+    - two-stage filter: a page moves only if the previous fault on it came from the same
+      node (cpupid_to_nid(last_cpupid) == dst), and a never-faulted page (last_cpupid
+      unset) passes. With one CPU socket every fault comes from the same node, so the
+      filter never rejects: `two_fault=kernel` (default) migrates on the first fault.
+      `two_fault=strict` reads the filter as "second fault" (as papers describe it): a
+      page moves only on a fault after an earlier one (a bit per page);
+    - the numa_group placement tests pass trivially: the source node has no faulting CPU;
+    - demotion is off (`kswapd_demotion = False`): a full DRAM node stays full and new
+      allocations fall to the next node; promotions stop once the CPU node is at its
+      high watermark.
+    Scan-period accounting: every fault counts; local = page already on the CPU node;
+    private = 1/threads of them (`_split_shared`); failed migrations double the period.
+    """
+
+    kswapd_demotion = False
+    skip = "none"
+
+    def __init__(self, scan_size="256MiB", scan_period_min="1s", scan_period_max="60s",
+                 scan_delay="1s", poll="50ms", two_fault="kernel"):
+        super().__init__(scan_size=scan_size, scan_period_min=scan_period_min,
+                         scan_period_max=scan_period_max, scan_delay=scan_delay, poll=poll,
+                         toptier="cpu", two_fault=two_fault)
+        self.two_fault = str(two_fault).strip().lower()
+        if self.two_fault not in ("kernel", "strict"):
+            raise TierlabError(f"bad two_fault {two_fault!r}; valid: kernel, strict")
+        self.seen = None
+
+    def attach(self, sim):
+        if sim.workload.threads <= 1:
+            self.skip = "top"  # target_node: skip PTEs already on the task's node
+        super().attach(sim)
+        if self.two_fault == "strict":
+            self.seen = np.zeros(sim.mem.npages, dtype=bool)
+
+    def on_faults(self, pages, times, latency, now):
+        sim = self.sim
+        nodes = sim.node_of(pages)
+        alloc = nodes != UNALLOC
+        local = alloc & (nodes == self.dst)
+        cand = pages[alloc & ~local]
+        if self.seen is not None:
+            ok = self.seen[cand]
+            self.seen[pages] = True
+            cand = cand[ok]
+        moved = fault_migrate(sim, cand[: migrate_room(sim, self.dst)], self.dst, "numa")
+        failed = cand.shape[0] - moved
+        self.promoted += moved
+        self.promote_failed += failed
+        n = float(alloc.sum())
+        nl = float(local.sum())
+        priv, shared = self._split_shared(n)
+        self.scanner.account(local=nl, remote=n - nl, private=priv, shared=shared,
+                             failed=failed)
+
+
+# -----------------------------------------------------------------------------------
+# numa_balancing = 2 (memory tiering)
+# -----------------------------------------------------------------------------------
+@POLICIES.register("autonuma-tiering")
+class AutoNumaTiering(NumaBalancingBase):
+    """AutoNUMA memory tiering (numa_balancing=2, Linux >= 6.1): promote slow-tier pages
+    whose hint-fault latency is under the hot threshold (1 s, auto-tuned), rate limited;
+    kswapd demotes through the 2Q LRU.
+
+    Rules (kernel/sched/fair.c should_numa_migrate_memory and helpers, checked):
+    - only pages off the top tier are scanned (top tier: `toptier`, default "cpu");
+    - pgdat_free_space_enough(dst): free > WMARK_PROMO + max(`enough_floor`, node / 16)
+      promotes any faulting page and resets the threshold (nbp_threshold = 0);
+    - else numa_promotion_adjust_threshold, then latency (fault - scan time) >= th
+      rejects; th = nbp_threshold or `hot_threshold` (sysctl numa_balancing_hot_threshold
+      _ms, 1000 ms);
+    - numa_promotion_rate_limit: every page past the threshold is a candidate
+      (PGPROMOTE_CANDIDATE); a 1 s window starts at the first candidate more than 1 s
+      after the window's start; once the window holds `rate_limit_mbps` worth of
+      candidates (numa_balancing_promote_rate_limit_MBps, default 65536 MB/s) the rest
+      of the window is rejected;
+    - threshold auto-tuning (numa_promotion_adjust_threshold), evaluated at a fault more
+      than scan_period_max (60 s) after the last tuning: ref = rate limit x 60 s of
+      candidates; unit = 2 x hot_threshold / 16 (125 ms); more than 1.1 ref candidates
+      since the last tuning lowers th by a unit (not below a unit), fewer than 0.9 ref
+      raises it by a unit (not above 2 x hot_threshold). With the default limit the
+      reference is never reached, so th climbs to 2 s: that is the kernel's behaviour;
+    - migrate_misplaced_folio: the candidate moves if migrate_balanced_pgdat allows
+      (free > high + 1); else it fails and, in tiering mode, kswapd is woken on the
+      target, which demotes until WMARK_PROMO = high + (high - low) is free;
+    - demotion: kswapd reclaim (engine default: victims from the 2Q LRU, next node down
+      the path), `kswapd_demotion = True`.
+    Scan-period accounting (task_numa_fault): faults on slow nodes are not counted;
+    promoted pages count as private remote faults (their cpupid field held the scan
+    time), so a pass with promotions doubles the period, one without leaves it.
+
+    Byte-denominated parameters (`rate_limit_mbps`, `enough_floor`, the scan size) are
+    full-scale figures; a `--scale F` miniature applies F x them (`sim.scaled_bytes`).
+    """
+
+    every_poll = True
+
+    def __init__(self, hot_threshold="1000ms", rate_limit_mbps="65536", adjust="1",
+                 enough_floor="1GiB", toptier="cpu", scan_size="256MiB",
+                 scan_period_min="1s", scan_period_max="60s", scan_delay="1s", poll="50ms"):
+        super().__init__(scan_size=scan_size, scan_period_min=scan_period_min,
+                         scan_period_max=scan_period_max, scan_delay=scan_delay, poll=poll,
+                         toptier=toptier, hot_threshold=hot_threshold,
+                         rate_limit_mbps=rate_limit_mbps, adjust=adjust,
+                         enough_floor=enough_floor)
+        self.hot_threshold = parse_duration(hot_threshold, "hot_threshold")
+        try:
+            mbps = float(rate_limit_mbps)
+        except ValueError:
+            raise TierlabError(f"bad rate_limit_mbps {rate_limit_mbps!r}: a number of MB/s"
+                               ) from None
+        if mbps <= 0 or self.hot_threshold <= 0:
+            raise TierlabError("rate_limit_mbps and hot_threshold must be > 0")
+        self.rate_limit_bytes = mbps * 2**20  # per second, full scale
+        self.rate_limit = max(int(self.rate_limit_bytes // PAGE), 1)  # set in attach
+        self.adjust = _flag(adjust)
+        self.enough_floor_bytes = parse_size(enough_floor, "enough_floor")
+        self.enough_floor = self.enough_floor_bytes // PAGE
+        self.th_period = parse_duration(scan_period_max, "scan_period_max")
+        # per target node state (one target: the CPU node)
+        self.nbp_threshold = 0.0
+        self.nr_cand = 0
+        self.rl_start = 0.0
+        self.rl_nr_cand = 0
+        self.th_start = 0.0
+        self.th_nr_cand = 0
+        self.rate_limited = 0
+        self.too_cold = 0
+        self.threshold_history = []
+
+    def select_victims(self, node, n):
+        """kswapd's victims from the 2Q LRU (`lru_victims`, the engine's rules)."""
+        return lru_victims(self.sim, node, n)
+
+    def attach(self, sim):
+        super().attach(sim)
+        scaled = getattr(sim, "scaled_bytes", lambda b: b)  # --scale F: bytes x F
+        self.rate_limit = max(int(scaled(self.rate_limit_bytes) // PAGE), 1)
+        self.enough_floor = int(scaled(self.enough_floor_bytes) // PAGE)
+        self.th_start = sim.now  # reset_memory_tiering when the mode is enabled
+        self.rl_start = sim.now
+        self.kswapd = Kswapd(sim, self.dst, promo_wmark(sim, self.dst))
+
+    # -- kernel pieces ----------------------------------------------------------------
+    def enough_mark(self) -> int:
+        cap = int(self.sim.mem.capacity[self.dst])
+        return promo_wmark(self.sim, self.dst) + max(self.enough_floor, cap >> 4)
+
+    def threshold(self) -> float:
+        return self.nbp_threshold or self.hot_threshold
+
+    def _adjust_threshold(self, t: float) -> None:
+        if not self.adjust or t - self.th_start <= self.th_period:
+            return
+        self.th_start = t
+        ref = self.rate_limit * self.th_period
+        diff = self.nr_cand - self.th_nr_cand
+        unit = self.hot_threshold * 2 / 16
+        th = self.threshold()
+        if diff > ref * 1.1:
+            th = max(th - unit, unit)
+        elif diff < ref * 0.9:
+            th = min(th + unit, 2 * self.hot_threshold)
+        self.th_nr_cand = self.nr_cand
+        self.nbp_threshold = th
+        self.threshold_history.append((float(t), float(th)))
+
+    def _rate_limit(self, idx, times) -> list:
+        """Indices (of `idx`, hot candidates in time order) that pass the limit."""
+        out = []
+        k = 0
+        n = idx.shape[0]
+        ct = times[idx]
+        while k < n:
+            if ct[k] - self.rl_start > 1.0:
+                self.rl_start = float(ct[k])
+                self.rl_nr_cand = self.nr_cand + 1
+            k2 = k + int(np.searchsorted(ct[k:], self.rl_start + 1.0, side="right"))
+            k2 = max(k2, k + 1)
+            m = k2 - k
+            npass = min(max(self.rate_limit + self.rl_nr_cand - self.nr_cand - 1, 0), m)
+            out.append(idx[k:k + npass])
+            self.rate_limited += m - npass
+            self.nr_cand += m
+            k = k2
+        return out
+
+    def select_promotions(self, pages, times, latency):
+        """should_numa_migrate_memory for faults in time order on slow pages: returns
+        (how many of the first faults pass through 'free space enough', indices of the
+        later ones that pass the threshold and the rate limit)."""
+        sim = self.sim
+        K = pages.shape[0]
+        free = int(sim.mem.free[self.dst])
+        n_enough = min(K, max(free - self.enough_mark(), 0))
+        if n_enough:
+            self.nbp_threshold = 0.0
+        passing = []
+        j = n_enough
+        while j < K:
+            self._adjust_threshold(float(times[j]))
+            th = self.threshold()
+            jend = j + int(np.searchsorted(times[j:], self.th_start + self.th_period,
+                                           side="right"))
+            jend = max(jend, j + 1)
+            hot = np.flatnonzero(latency[j:jend] < th) + j
+            self.too_cold += (jend - j) - hot.shape[0]
+            passing += self._rate_limit(hot, times)
+            j = jend
+        idx = np.concatenate(passing) if passing else np.zeros(0, dtype=np.int64)
+        return n_enough, idx
+
+    def on_faults(self, pages, times, latency, now):
+        sim = self.sim
+        nodes = sim.node_of(pages)
+        slow = (nodes != UNALLOC) & ~self.top_mask[nodes]
+        p, t, lat = pages[slow], times[slow], latency[slow]
+        n_enough, idx = self.select_promotions(p, t, lat)
+        moved = fault_migrate(sim, p[:n_enough], self.dst, "promote")
+        got, failed = self.kswapd.serve(p[idx], t[idx], now, "promote",
+                                        wake_on_fail=self.kswapd_demotion)
+        moved += got
+        self.promoted += moved
+        self.promote_failed += failed
+        if moved:
+            self.scanner.account(remote=moved, private=moved)
+
+    def stats(self):
+        d = super().stats()
+        d.update(hot_threshold_s=float(self.threshold()), promote_candidates=int(self.nr_cand),
+                 rate_limited=int(self.rate_limited), too_cold=int(self.too_cold),
+                 kswapd_wakeups=int(self.kswapd.wakeups),
+                 kswapd_promo_freed=int(self.kswapd.freed))
+        return d
+
+
+# -----------------------------------------------------------------------------------
+# numa_balancing = 2 with the multi-gen LRU
+# -----------------------------------------------------------------------------------
+MAX_NR_GENS = 4
+MIN_NR_GENS = 2
+
+
+@POLICIES.register("autonuma-tiering-mglru")
+class AutoNumaTieringMglru(AutoNumaTiering):
+    """AutoNUMA tiering promotion with MGLRU reclaim (Linux >= 6.1, lru_gen enabled):
+    demotion victims come from the oldest generation; aging walks the page tables.
+
+    MGLRU rules (mm/vmscan.c lru_gen, include/linux/mm_inline.h):
+    - per node a window of generations [min_seq, max_seq], at most MAX_NR_GENS = 4 and
+      at least MIN_NR_GENS = 2; a page's generation is stored as seq % 4 (here with its
+      node in one byte per page: (node + 1) << 2 | seq % 4, 0 = none);
+    - pages faulted in join the youngest generation (folio_add_lru marks pages added in
+      a fault active; lru_gen_add_folio puts active pages in max_seq);
+    - aging (try_to_inc_max_seq) runs on demand, when eviction finds only MIN_NR_GENS
+      generations (should_run_aging); it walks the page tables (`pte-scan`, with the
+      non-leaf PMD accessed bits) and moves pages of this node whose accessed bit is set
+      to max_seq, then opens a new youngest generation (max_seq + 1); with 4 generations
+      already, the oldest is first folded into the next (inc_min_seq);
+    - eviction (evict_folios) takes pages of the oldest generation (min_seq); a page
+      whose PTE was accessed since the last walk (folio_referenced / look-around) moves
+      to the youngest generation, the others are reclaimed, i.e. demoted; when the
+      oldest generation is empty, min_seq advances.
+    - a page arriving by migration joins its new node at max_seq - 1 (inactive anon) or
+      max_seq if accessed (the page was active): applied lazily at that node's next
+      aging walk, which gives the same generation since neither eviction nor aging can
+      reach it earlier (eviction needs 3 generations, so max_seq - 1 is never oldest
+      before an aging).
+    Simplifications: anon pages only (no file/anon split, no tiers/refault feedback,
+    no PID controller); eviction scans the oldest generation in address order from a
+    per-node hand; the accessed test at eviction counts accesses since the node's last
+    walk.
+    """
+
+    def attach(self, sim):
+        super().attach(sim)
+        k = sim.machine.nnodes
+        self.gen = np.zeros(sim.mem.npages, dtype=np.uint8)
+        self.max_seq = np.full(k, MIN_NR_GENS + 1, dtype=np.int64)
+        self.min_seq = np.zeros(k, dtype=np.int64)
+        self.last_walk = np.full(k, sim.now)
+        self.hand = np.zeros(k, dtype=np.int64)
+        self.walker = PteScan(period="0")
+        self.walker.attach(sim)
+        self.agings = 0
+        self.evict_checked = 0
+
+    @staticmethod
+    def stamp(node: int, seq: int) -> int:
+        return ((node + 1) << 2) | (int(seq) & 3)
+
+    def nr_gens(self, node: int) -> int:
+        return int(self.max_seq[node] - self.min_seq[node] + 1)
+
+    def on_alloc(self, start, end, node):
+        self.gen[start:end] = self.stamp(node, self.max_seq[node])
+
+    def on_free(self, start, end):
+        super().on_free(start, end)
+        self.gen[start:end] = 0
+
+    def age(self, node: int) -> None:
+        """try_to_inc_max_seq: walk, move accessed pages to max_seq, open a new gen."""
+        sim = self.sim
+        now = sim.now
+        pages, young = self.walker.walk_node(node, now)
+        cur = self.gen[pages]
+        if self.nr_gens(node) >= MAX_NR_GENS:  # inc_min_seq: fold the oldest gen
+            old = cur == self.stamp(node, self.min_seq[node])
+            cur = np.where(old, np.uint8(self.stamp(node, self.min_seq[node] + 1)), cur)
+            self.min_seq[node] += 1
+        mism = (cur >> 2) != node + 1
+        young_s = np.uint8(self.stamp(node, self.max_seq[node]))
+        arrived = np.uint8(self.stamp(node, self.max_seq[node] - 1))
+        self.gen[pages] = np.where(young, young_s, np.where(mism, arrived, cur))
+        self.max_seq[node] += 1
+        self.last_walk[node] = now
+        self.agings += 1
+
+    def select_victims(self, node, n):
+        """evict_folios: unreferenced pages of the oldest generation."""
+        sim = self.sim
+        mem = sim.mem
+        victims, got = [], 0
+        tries = 0
+        size = max(2 * n, 64)  # doubles while batches yield too few victims
+        while got < n and tries < 64:
+            tries += 1
+            if self.nr_gens(node) <= MIN_NR_GENS:
+                self.age(node)
+            want = max(size, 2 * (n - got))
+            value = self.stamp(node, self.min_seq[node])
+            cand, hand, scanned = mem.pages_on(node, int(self.hand[node]), want, self.gen,
+                                               0x1F, value)
+            self.hand[node] = hand
+            if cand.shape[0] == 0:
+                if scanned < mem.npages:
+                    continue
+                # the oldest generation is empty
+                if self.nr_gens(node) > MIN_NR_GENS:
+                    self.min_seq[node] += 1
+                else:
+                    self.age(node)
+                continue
+            young = self.walker.test(cand, float(self.last_walk[node]), sim.now)
+            self.evict_checked += cand.shape[0]
+            self.gen[cand[young]] = self.stamp(node, self.max_seq[node])
+            cold = cand[~young][: n - got]
+            # reclaimed pages leave this node: their generation is set on arrival
+            self.gen[cold] = 0
+            victims.append(cold)
+            got += cold.shape[0]
+            if 4 * cold.shape[0] < cand.shape[0]:
+                size *= 2
+        return np.concatenate(victims) if victims else np.zeros(0, dtype=np.int64)
+
+    def stats(self):
+        d = super().stats()
+        d.update(mglru_agings=int(self.agings), mglru_evict_checked=int(self.evict_checked))
+        d.update(self.walker.stats())
+        return d

@@ -1,0 +1,430 @@
+"""Linux NUMA-balancing baselines: the `hint-faults` scanner, `pte-scan`, `autonuma`,
+`autonuma-tiering`, `autonuma-tiering-mglru` and `tpp`.
+
+Each kernel rule is pinned on a small setup (calling the policy's pieces directly where
+the rule is a decision), then the sanity checks: invariants, determinism, and
+static < policy <= oracle on gups:hotset at small scale.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tierlab
+from tierlab.engine import Simulation
+from tierlab.monitors import HintFaults, RateSource
+from tierlab.monitors.hint_faults import NumaScanner, ScheduledHintFaults
+from tierlab.monitors.pte_scan import PteScan
+from tierlab.policies.autonuma import (MIN_NR_GENS, AutoNumaTiering, cpu_node, promo_wmark,
+                                       toptier_nodes)
+from tierlab.units import PAGE
+
+from test_engine import check_invariants
+from test_monitor_primitives import simple_timeline
+
+SCALE = 1 / 256
+TIERING = ["autonuma-tiering", "autonuma-tiering-mglru", "tpp"]
+
+
+def started(policy, alloc="dram-preferred", machine="optane-2tier", scale=SCALE,
+            workload="gups:hotset", seed=0):
+    """A simulation after what run() does before its loop (attach, first touch)."""
+    sim = tierlab.api.simulation(machine=machine, workload=workload, policy=policy,
+                                 alloc=alloc, seed=seed, scale=scale)
+    sim.policy.attach(sim)
+    sim._apply_change(next(iter(sim.workload.changes())))
+    return sim
+
+
+def advance(sim, t):
+    sim._advance(t, sim.throughput())
+
+
+# -----------------------------------------------------------------------------------
+# Hint faults scheduled in work
+# -----------------------------------------------------------------------------------
+def test_scheduled_hint_faults_equal_the_primitive():
+    """Same seed, same arms, same polls: the work-scheduled generator returns the very
+    faults of `HintFaults` (the Exp(1) draw is the same; it is solved, not integrated),
+    across a stall and a field change."""
+    outs = []
+    for cls in (HintFaults, ScheduledHintFaults):
+        tl = simple_timeline()
+        hf = cls(RateSource(tl), np.random.default_rng(5))
+        hf.arm(np.arange(1024), 0.1)
+        got = [hf.poll(t) for t in np.arange(0.25, 1.51, 0.25)]
+        hf.arm(np.arange(512, 2048), 1.5)  # 512..1023 unless faulted: keep 0.1
+        got += [hf.poll(t) for t in np.arange(1.75, 4.01, 0.25)]
+        outs.append([np.concatenate(x) for x in zip(*got)] + [np.array([hf.armed])])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    pages, times, lat, _ = outs[1]
+    first = pages < 512
+    assert np.all(lat[first] == pytest.approx(times[first] - 0.1))
+    assert len(pages[pages >= 1024]) == len(np.unique(pages[pages >= 1024]))
+
+
+def test_scheduled_hint_faults_disarm_range():
+    tl = simple_timeline()
+    hf = ScheduledHintFaults(RateSource(tl), np.random.default_rng(1))
+    hf.arm(np.arange(2048), 0.1)
+    hf.disarm_range(0, 64)
+    assert not hf.is_armed(np.arange(64)).any() and hf.armed == 2048 - 64
+    p, _, _ = hf.poll(4.0)
+    assert not np.any(p < 64)
+
+
+# -----------------------------------------------------------------------------------
+# The scanner (task_numa_work)
+# -----------------------------------------------------------------------------------
+def test_scan_bounds_follow_task_scan_min_max():
+    sim = started("autonuma-tiering", scale=1 / 64)
+    sc = sim.policy.scanner
+    # 64 GiB at full scale = 256 windows of 256 MB; the scan size is scaled
+    assert sc.scan_pages == 256 * 2**20 // 64 // PAGE
+    assert sc.windows() == 256
+    assert sc.scan_min() == pytest.approx(0.1)  # 2560 MB/s floor
+    assert sc.scan_max() == pytest.approx(60 / 256)
+
+
+def test_tiering_scan_skips_the_top_tier_and_stops_after_updates():
+    sim = started("autonuma-tiering", scale=1 / 64)  # dram-preferred: DRAM first
+    sc = sim.policy.scanner
+    n, step = sim.mem.npages, sc.scan_pages
+    sc.scan_step(1.0)  # 8 x scan_size of DRAM pages: no PTE changed, step ends
+    assert sc.hf.armed == 0 and sc.cursor == 8 * step
+    while sc.hf.armed == 0:
+        sc.scan_step(1.0)
+    armed = np.flatnonzero(sc.hf._flag)
+    assert len(armed) <= step
+    assert np.all(sim.mem.node[armed] == 1)  # only the slow node
+    cur = sc.cursor
+    sc.scan_step(1.1)  # the next step arms the next scan_size of slow pages
+    assert sc.cursor == min(cur + step, n) and sc.hf.armed == len(armed) + (sc.cursor - cur)
+
+
+def test_scan_period_adaptation_rules():
+    sim = started("autonuma-tiering", scale=1 / 64)
+    sc = sim.policy.scanner
+    sc.period = 0.1
+    sc.end_pass(0.0)  # nothing counted: unchanged
+    assert sc.period == pytest.approx(0.1)
+    sc.account(local=9, remote=1, shared=10)  # lr = 9: grows by 2 slots
+    sc.end_pass(0.0)
+    assert sc.period == pytest.approx(0.1 + 2 * 0.01)
+    sc.account(local=1, remote=9, private=1, shared=9)  # lr = ps = 1: shrinks 6 slots
+    sc.end_pass(0.0)
+    assert sc.period == pytest.approx(0.1)  # clamped at task_scan_min
+    sc.account(remote=10, private=10)  # promotions in tiering mode: local+shared == 0
+    sc.end_pass(0.0)
+    assert sc.period == pytest.approx(0.2)
+    sc.account(local=9, remote=1, shared=10, failed=1)  # a failed migration: double
+    sc.end_pass(0.0)
+    assert sc.period == pytest.approx(sc.scan_max())  # clamped at task_scan_max
+
+
+def test_hint_fault_monitor_runs_alone_and_charges():
+    sim = tierlab.api.simulation(machine="optane-2tier", workload="gups:hotset,updates=2e9",
+                                 policy="static", alloc="pm-preferred", scale=SCALE)
+    mon = NumaScanner()
+    seen = []
+    orig = sim.policy.attach
+
+    def attach(s):
+        orig(s)
+        mon.attach(s)
+        mon.subscribe(lambda p, t, lat, now: seen.append((p, t, lat, now)))
+    sim.policy.attach = attach
+    rec = sim.run()
+    assert seen and mon.hf.faults == sum(len(x[0]) for x in seen)
+    for p, t, lat, now in seen:
+        assert np.all(np.diff(t) >= 0) and np.all(t <= now + 1e-9) and np.all(lat >= 0)
+    assert rec["monitor_cpu_seconds"] > 0 and rec["app_stall_seconds"] > 0
+    assert mon.stats()["scan_passes"] >= 1
+
+
+# -----------------------------------------------------------------------------------
+# autonuma (numa_balancing = 1)
+# -----------------------------------------------------------------------------------
+def test_autonuma_fills_the_cpu_node_and_never_demotes():
+    sim = tierlab.api.simulation(machine="optane-2tier", workload="gups:hotset,updates=4e9",
+                                 policy="autonuma", alloc="pm-preferred", scale=SCALE)
+    rec = sim.run()
+    check_invariants(sim)
+    assert rec["demotions"] == 0 and rec["promotions"] > 0
+    mem = sim.mem
+    # migrate_balanced_pgdat: promotions stop with high + 1 pages free
+    assert mem.free[0] == mem.wmark_high[0] + 1
+    ps = rec["policy_stats"]
+    assert ps["promote_failed"] > 0 and ps["hint_faults"] > rec["promotions"]
+    assert rec["migrations_by_reason"] == {"numa": rec["promotions"]}
+
+
+def test_autonuma_two_fault_filter_strict_waits_for_a_second_fault():
+    sim = started("autonuma,two_fault=strict", alloc="pm-preferred")
+    pol = sim.policy
+    pages = np.flatnonzero(sim.mem.node == 1)[:100]
+    t = np.zeros(100)
+    pol.on_faults(pages, t, t, 0.0)
+    assert np.all(sim.node_of(pages) == 1)
+    pol.on_faults(pages, t, t, 0.0)
+    assert np.all(sim.node_of(pages) == 0)
+    sim2 = started("autonuma", alloc="pm-preferred")  # kernel: one CPU node, 1st fault
+    sim2.policy.on_faults(pages, t, t, 0.0)
+    assert np.all(sim2.node_of(pages) == 0)
+
+
+# -----------------------------------------------------------------------------------
+# autonuma-tiering (numa_balancing = 2)
+# -----------------------------------------------------------------------------------
+def test_hot_threshold_applies_only_when_the_fast_node_is_short():
+    sim = started("autonuma-tiering")  # dram-preferred: DRAM full
+    pol = sim.policy
+    assert sim.mem.free[0] < pol.enough_mark()
+    pages = np.flatnonzero(sim.mem.node == 1)[:6]
+    times = np.linspace(1.0, 1.01, 6)
+    lat = np.array([0.2, 1.5, 0.9, 1.0, 3.0, 0.01])
+    n_enough, idx = pol.select_promotions(pages, times, lat)
+    assert n_enough == 0
+    assert idx.tolist() == [0, 2, 5]  # latency < 1000 ms
+    assert pol.too_cold == 3
+    # free space enough (pm-preferred: DRAM empty): everything, threshold reset
+    sim = started("autonuma-tiering", alloc="pm-preferred")
+    pol = sim.policy
+    pol.nbp_threshold = 0.5
+    n_enough, idx = pol.select_promotions(pages, times, lat)
+    assert n_enough == 6 and len(idx) == 0 and pol.nbp_threshold == 0
+
+
+def test_rate_limit_caps_candidates_per_window():
+    # 8 MB/s at full scale = 2048 pages/s; a 1/256 miniature: 8 pages per 1 s window
+    sim = started("autonuma-tiering,rate_limit_mbps=8")
+    pol = sim.policy
+    assert pol.rate_limit == 8
+    pages = np.flatnonzero(sim.mem.node == 1)[:300]
+    times = np.sort(np.random.default_rng(0).uniform(1.0, 4.0, 300))
+    _, idx = pol.select_promotions(pages, times, np.zeros(300))
+    passed = times[idx]
+    # windows start at a candidate > 1 s after the previous window's start
+    starts = [times[0]]
+    for t in times:
+        if t - starts[-1] > 1.0:
+            starts.append(t)
+    win = np.searchsorted(starts, passed, side="right")
+    assert np.bincount(win).max() <= 8
+    assert len(idx) == 8 * len(starts)
+    assert pol.rate_limited == 300 - len(idx) and pol.nr_cand == 300
+
+
+def test_rate_limit_end_to_end():
+    sim = tierlab.api.simulation(machine="optane-2tier",
+                                 workload="gups:hotset,updates=4e9",
+                                 policy="autonuma-tiering,rate_limit_mbps=32",
+                                 alloc="dram-preferred", scale=SCALE)
+    rec = sim.run()
+    check_invariants(sim)
+    limit = sim.policy.rate_limit  # 32 pages per 1 s window
+    assert limit == 32
+    assert 0 < rec["promotions"] <= limit * (rec["sim_seconds"] + 1)
+
+
+def test_threshold_auto_tuning_steps():
+    sim = started("autonuma-tiering")
+    pol = sim.policy
+    ref = pol.rate_limit * 60
+    pol.nr_cand = 10  # far fewer candidates than the limit allows: raise by 2/16
+    pol._adjust_threshold(30.0)  # not yet 60 s
+    assert pol.threshold() == pytest.approx(1.0)
+    pol._adjust_threshold(60.5)
+    assert pol.threshold() == pytest.approx(1.125)
+    pol.nr_cand += int(1.2 * ref)  # too many: lower by a unit
+    pol._adjust_threshold(121.0)
+    assert pol.threshold() == pytest.approx(1.0)
+    for k in range(20):  # bounded by 2 x hot_threshold
+        pol._adjust_threshold(200.0 + 61 * k)
+    assert pol.threshold() == pytest.approx(2.0)
+
+
+def test_failed_promotion_wakes_kswapd_to_the_promo_watermark():
+    sim = started("autonuma-tiering")  # dram-preferred: DRAM at its low watermark
+    pol = sim.policy
+    mem = sim.mem
+    assert mem.free[0] < mem.wmark_high[0]  # no room: promotions fail
+    pages = np.flatnonzero(mem.node == 1)[:50]
+    advance(sim, 1.0)
+    times = np.linspace(0.5, 1.0, 50)
+    moved, failed = pol.kswapd.serve(pages, times, 1.0, "promote")
+    # the first fault fails and wakes kswapd, which frees pages at its copy rate while
+    # the later faults arrive (1.5 GB/s x scale: ~1430 pages/s here)
+    assert pol.kswapd.wakeups == 1 and failed >= 1 and moved == 49
+    assert sim.node_of(pages[0]) == 1 and np.all(sim.node_of(pages[1:]) == 0)
+    assert pol.kswapd.freed >= 49
+    # kswapd aims at WMARK_PROMO = high + (high - low), within its throughput
+    assert promo_wmark(sim, 0) == 2 * mem.wmark_high[0] - mem.wmark_low[0]
+    assert mem.free[0] <= promo_wmark(sim, 0) + 1
+    check_invariants(sim)
+
+
+def test_toptier_choice():
+    m = tierlab.api.make_machine("optane-4tier")
+    assert cpu_node(m) == 0
+    assert toptier_nodes(m, "cpu") == [0]
+    assert toptier_nodes(m, "dram") == [0, 1]
+    sim = started("autonuma-tiering,toptier=dram", machine="optane-4tier")
+    assert sim.policy.scanner.skip_nodes == [0, 1]
+    with pytest.raises(tierlab.errors.TierlabError):
+        AutoNumaTiering(toptier="socket")
+
+
+# -----------------------------------------------------------------------------------
+# MGLRU
+# -----------------------------------------------------------------------------------
+def test_mglru_evicts_the_oldest_generation():
+    sim = started("autonuma-tiering-mglru", workload="gups:hotset,hot_start=start")
+    pol = sim.policy
+    on0 = np.flatnonzero(sim.mem.node == 0)
+    assert np.all(pol.gen[on0] == pol.stamp(0, pol.max_seq[0]))  # faulted in: youngest
+    advance(sim, 2.0)
+    old = on0[::2]
+    pol.min_seq[0] = pol.max_seq[0] - 2  # three generations
+    pol.gen[old] = pol.stamp(0, pol.min_seq[0])
+    pol.last_walk[0] = sim.now  # nothing accessed since: no second chance
+    v = pol.select_victims(0, 500)
+    assert len(v) == 500 and np.all(np.isin(v, old))
+    # accessed pages of the oldest generation go to the youngest instead
+    pol.last_walk[0] = 0.0
+    hot = old[old < sim.workload.hot_pages]  # the hot set is first, in DRAM
+    assert len(hot)
+    oldest = pol.stamp(0, pol.min_seq[0])
+    v = pol.select_victims(0, 200)
+    assert len(v) == 200 and not np.isin(v, hot).any()
+    assert (pol.gen[hot] != oldest).mean() > 0.5  # examined hot pages were moved up
+
+
+def test_mglru_ages_when_two_generations_are_left():
+    sim = started("autonuma-tiering-mglru")
+    pol = sim.policy
+    advance(sim, 1.0)
+    pol.min_seq[0] = pol.max_seq[0] - (MIN_NR_GENS - 1)
+    seq = int(pol.max_seq[0])
+    pol.select_victims(0, 10)
+    assert pol.agings >= 1 and pol.max_seq[0] >= seq + 1
+    assert pol.nr_gens(0) <= 4
+    assert pol.walker.stats()["pte_walks"] >= 1 and pol.walker.cpu_seconds > 0
+
+
+# -----------------------------------------------------------------------------------
+# TPP
+# -----------------------------------------------------------------------------------
+def test_tpp_promotes_only_active_pages():
+    sim = started("tpp", alloc="pm-preferred")  # DRAM empty: room for promotions
+    pol = sim.policy
+    pages = np.flatnonzero(sim.mem.node == 1)[:200]
+    t = np.zeros(200)
+    assert not sim.lru.is_active(pages).any()
+    pol.on_faults(pages, t, t, 0.0)  # inactive: mark_page_accessed, no promotion
+    assert np.all(sim.node_of(pages) == 1) and not sim.lru.is_active(pages).any()
+    pol.on_faults(pages, t, t, 0.0)  # referenced -> active, still no promotion
+    assert np.all(sim.node_of(pages) == 1) and sim.lru.is_active(pages).all()
+    pol.on_faults(pages, t, t, 0.0)  # active: promoted to the CPU node
+    assert np.all(sim.node_of(pages) == 0)
+    assert pol.promoted == 200 and pol.marked == 400
+    check_invariants(sim)
+
+
+def test_tpp_kswapd_keeps_the_demotion_watermark_free_and_arms_demoted():
+    sim = started("tpp")  # dram-preferred: DRAM at its low watermark
+    pol = sim.policy
+    mem = sim.mem
+    wm = pol.demote_wmark[0]
+    assert wm == max(mem.capacity[0] * 200 // 10000, 2 * mem.wmark_high[0])
+    advance(sim, 1.0)
+    e = np.zeros(0, dtype=np.int64)
+    pol.on_faults(e, np.zeros(0), np.zeros(0), 1.0)  # kswapd woke, freed at its rate
+    freed1 = pol.kswapd.freed
+    assert freed1 > 0 and pol.demoted_armed == freed1
+    for k in range(2, 40):
+        advance(sim, float(k))
+        pol.on_faults(e, np.zeros(0), np.zeros(0), float(k))
+    assert mem.free[0] >= wm  # balanced at the demotion watermark
+    assert pol.scanner.hf.armed == pol.demoted_armed  # demoted pages fault next touch
+    check_invariants(sim)
+
+
+def test_tpp_four_tiers_promotes_from_every_lower_node():
+    sim = tierlab.api.simulation(machine="optane-4tier", workload="gups:hotset,updates=4e9",
+                                 policy="tpp", alloc="pm-preferred", scale=SCALE)
+    rec = sim.run()
+    check_invariants(sim)
+    assert rec["promotions"] > 0
+    assert sim.policy.scanner.skip_nodes == [0]
+
+
+# -----------------------------------------------------------------------------------
+# pte-scan
+# -----------------------------------------------------------------------------------
+def test_pte_scan_walks_and_periodic_bitmap():
+    sim = started("static", alloc="dram-preferred")
+    ps = PteScan(period="1s", step="250ms")
+    ps.attach(sim)
+    advance(sim, 0.5)
+    pages, young = ps.walk_node(1, sim.now)
+    assert np.all(sim.mem.node[pages] == 1) and young.any()
+    hot0 = sim.mem.npages - sim.workload.hot_pages
+    assert young[pages >= hot0].mean() > young[pages < hot0].mean()
+    c0 = ps.checks
+    pages2, young2 = ps.walk_node(1, sim.now)  # just walked: nothing new
+    assert not young2.any()
+    # non-leaf PMD bits: a walk finding nothing checks only the PMD entries
+    assert ps.checks - c0 == math.ceil(sim.mem.npages / 512)
+    for k in range(4):
+        advance(sim, 0.5 + 0.25 * (k + 1))
+        ps._tick(sim.now)
+    assert ps.passes == 1
+    assert ps.young(np.arange(hot0, sim.mem.npages)).mean() > 0.9
+
+
+# -----------------------------------------------------------------------------------
+# End to end
+# -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("machine", ["optane-2tier", "optane-4tier"])
+@pytest.mark.parametrize("alloc", ["dram-preferred", "pm-preferred"])
+def test_tiering_baselines_beat_static_not_oracle(machine, alloc):
+    wl = "gups:hotset,updates=8e9"
+    thr = {}
+    for p in ["static", "oracle"] + TIERING:
+        sim = tierlab.api.simulation(machine=machine, workload=wl, policy=p, alloc=alloc,
+                                     scale=SCALE)
+        rec = sim.run()
+        check_invariants(sim)
+        thr[p] = rec["throughput"]
+        if p in TIERING:
+            assert rec["promotions"] > 0 and rec["monitor_cpu_seconds"] > 0
+    for p in TIERING:
+        assert thr["static"] < thr[p] <= thr["oracle"] * (1 + 5e-3), (p, thr)
+
+
+@pytest.mark.parametrize("policy", ["autonuma"] + TIERING)
+def test_same_seed_same_record(policy):
+    recs = [tierlab.run(machine="optane-2tier", workload="gups:hotset,updates=1e9",
+                        policy=policy, alloc="pm-preferred", scale=SCALE, seed=3)
+            for _ in range(2)]
+    for r in recs:
+        r.pop("wall_seconds")
+    assert recs[0] == recs[1]
+
+
+@pytest.mark.parametrize("policy", ["autonuma", "autonuma-tiering-mglru", "tpp"])
+def test_survives_moves_growth_and_frees(policy, hotcold):
+    from test_engine import small_machine
+    m = small_machine(dram_pages=900, slow_pages=3000, tiers=4)
+    wl = hotcold(n=3000, hot=300, phases=3, grow=400, free_first=200, work=2e8)
+    sim = Simulation(m, wl, tierlab.api.make_policy(policy),
+                     tierlab.api.make_alloc("dram-preferred"), seed=1)
+    sim.run()
+    check_invariants(sim)
+    assert sim.mem.allocated == 3000 + 400 - 200
+    hf = sim.policy.scanner.hf
+    assert not hf.is_armed(np.arange(200)).any()  # freed pages were disarmed
