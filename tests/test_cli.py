@@ -132,6 +132,23 @@ def test_compare_writes_results_and_plots_and_is_independent_of_jobs(tmp_path):
     assert csv[0].startswith("machine,workload,policy,alloc,seed") and len(csv) == 5
 
 
+def test_a_suite_without_scale_runs_at_the_suites_scale(tmp_path):
+    """`--workloads @gups` and no --scale: the suite's own scale, said on stderr; the
+    log has one line per finished run when stderr is not a terminal; --scale wins."""
+    code, out, err = run_cli("compare", "--workloads", "@gups", "--policies", "static",
+                             "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    assert "scale 0.125: the suite's default" in err and "[4/4] " in err
+    recs = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert [r["workload"] for r in recs] == ["gups:uniform", "gups:hotset", "gups:dynamic",
+                                             "gups:gupspp"]
+    assert {r["scale"] for r in recs} == {0.125}
+    assert main(["compare", *SMALL, "--workloads", "@gups", "--policies", "static",
+                 "--out", str(tmp_path / "b")]) == 0
+    recs = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert {r["scale"] for r in recs} == {1 / 64}
+
+
 def test_list_shows_registered_names(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out

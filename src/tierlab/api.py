@@ -97,6 +97,17 @@ SUITES = {
 }
 
 
+#: the scale a suite runs at when `--scale` is not given: the largest at which the
+#: whole suite under the baselines takes minutes on two cores (docs/benchmarks.md)
+SUITE_SCALE = {"baselines": 1 / 64, "gups": 1 / 8}
+
+
+def suite_scale(workloads: list[str]) -> float | None:
+    """The default scale of the suites named in `workloads` (the smallest), if any."""
+    got = [SUITE_SCALE[w[1:]] for w in workloads if w[1:] in SUITE_SCALE and w[0] == "@"]
+    return min(got) if got else None
+
+
 def expand_suites(workloads: list[str]) -> list[str]:
     """Replace `@name` entries by the suite's workloads."""
     out = []

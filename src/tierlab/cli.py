@@ -87,6 +87,7 @@ def _progress():
 
 
 def cmd_run(a) -> int:
+    a.scale = a.scale or 1.0
     with _progress() as prog:
         task = prog.add_task(f"{a.policy} on {a.workload}", total=1.0)
         rec = api.run(a.machine, a.workload, a.policy, a.alloc, a.seed, a.scale,
@@ -103,11 +104,24 @@ def cmd_run(a) -> int:
     return 0
 
 
+def _done(prog, task, job, rec, total: int) -> None:
+    """A finished run advances the bar; without a terminal (CI logs) it is one line."""
+    prog.advance(task)
+    if not err.is_terminal:
+        k = int(prog.tasks[0].completed)
+        err.print(f"[{k}/{total}] {job.workload} {job.policy} {job.alloc}: "
+                  f"{rec['wall_seconds']:.1f} s", highlight=False, markup=False)
+
+
 def cmd_compare(a) -> int:
     from .reports.plots import plot_all
     from .reports.results import write_results
     from .reports.tables import results_table, summary_table
     machines = a.machine
+    if a.scale is None:
+        a.scale = api.suite_scale(a.workloads) or 1.0
+        if a.scale != 1.0:
+            err.print(f"scale {a.scale:g}: the suite's default (--scale 1 for full size)")
     baseline = a.baseline or a.policies[0]
     if baseline not in a.policies:
         raise TierlabError(f"baseline {baseline!r} is not among --policies "
@@ -120,7 +134,8 @@ def cmd_compare(a) -> int:
         task = prog.add_task("runs", total=len(todo))
         recs = api.compare(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale,
                            baseline, a.jobs,
-                           on_done=lambda j, r: prog.advance(task), migrate=a.migrate)
+                           on_done=lambda j, r: _done(prog, task, j, r, len(todo)),
+                           migrate=a.migrate)
     outdir = Path(a.out)
     for m in machines:
         rs = [r for r in recs if r["machine"] == m]
@@ -173,9 +188,11 @@ def parser() -> argparse.ArgumentParser:
                         help="migration mechanism for every policy: linux (move_pages, "
                         "one copy thread; default) or nimble (parallel copy threads and "
                         "exchange migration, Nimble ASPLOS'19)")
-        sp.add_argument("--scale", type=_scale, default=1.0,
-                        help="shrink machine capacities, footprints and work together "
-                        "(e.g. 1/8); latencies and bandwidths stay (default: 1)")
+        sp.add_argument("--scale", type=_scale, default=None,
+                        help="build a miniature (e.g. 1/8): capacities, footprints, work, "
+                        "bandwidths, cores and threads shrink together, latencies stay, "
+                        "so per-page rates and run length match full scale "
+                        "(docs/model.md; default: 1, or the suite's scale for @SUITE)")
 
     r = sub.add_parser("run", help="simulate one workload under one policy",
                        description="Simulate one workload on one machine under one "

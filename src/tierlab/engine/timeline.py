@@ -21,28 +21,31 @@ class Timeline:
 
     def __init__(self, field: RateField, horizon: float = 600.0):
         self.horizon = horizon
-        self._t = [0.0]
-        self._w = [0.0]
-        self._ta = np.zeros(1)
-        self._wa = np.zeros(1)
-        self._dirty = False
+        self._tb = np.zeros(8192)  # breakpoints live in [0, _n) of these buffers
+        self._wb = np.zeros(8192)
+        self._n = 1
         self.epoch_start = [0.0]  # start time of each field epoch
         self.fields = [field]
 
     # -- recording (engine) -------------------------------------------------------
     def advance(self, t: float, work: float) -> None:
         """Record that cumulative work is `work` at time `t` (t never decreases)."""
-        if t < self._t[-1]:
+        n = self._n
+        last = self._tb[n - 1]
+        if t < last:
             raise ValueError("time went backwards")
-        if t == self._t[-1]:
-            self._w[-1] = work
-        else:
-            self._t.append(t)
-            self._w.append(work)
-        self._dirty = True
-        if len(self._t) > 4096 and t - self._t[1024] > self.horizon:
-            del self._t[:1024]
-            del self._w[:1024]
+        if t == last:
+            self._wb[n - 1] = work
+            return
+        if n == len(self._tb):  # full: drop what is older than the horizon, or grow
+            cut = max(int(np.searchsorted(self._tb[:n], t - self.horizon)) - 1, 0)
+            size = len(self._tb) * (1 if cut >= n // 2 else 2)
+            tb, wb = np.zeros(size), np.zeros(size)
+            tb[:n - cut], wb[:n - cut] = self._tb[cut:n], self._wb[cut:n]
+            self._tb, self._wb, n = tb, wb, n - cut
+        self._tb[n] = t
+        self._wb[n] = work
+        self._n = n + 1
 
     def set_field(self, t: float, field: RateField) -> None:
         if t == self.epoch_start[-1]:
@@ -57,18 +60,14 @@ class Timeline:
     # -- queries (monitors) -------------------------------------------------------
     @property
     def now(self) -> float:
-        return self._t[-1]
+        return float(self._tb[self._n - 1])
 
     @property
     def field(self) -> RateField:
         return self.fields[-1]
 
     def _arrays(self):
-        if self._dirty:
-            self._ta = np.asarray(self._t)
-            self._wa = np.asarray(self._w)
-            self._dirty = False
-        return self._ta, self._wa
+        return self._tb[:self._n], self._wb[:self._n]
 
     def work_at(self, t) -> np.ndarray:
         """Cumulative work at time(s) t (clamped to the recorded history)."""

@@ -23,7 +23,8 @@ def _label(pol, alloc, allocs):
 def plot_speedup(records, baseline, path: Path) -> Path:
     workloads, series = _groups(records)
     allocs = {a for _, a in series}
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(workloads) * max(1, len(series)) / 2), 4))
+    bars = len(workloads) * max(1, len(series))
+    fig, ax = plt.subplots(figsize=(min(14, max(6, 0.16 * bars + 2)), 4.5))
     width = 0.8 / max(len(series), 1)
     x = np.arange(len(workloads))
     for i, (pol, alloc) in enumerate(series):
@@ -71,30 +72,39 @@ def plot_timeseries(records, path: Path) -> Path:
 
 
 def plot_tier_share(records, path: Path) -> Path:
+    """Stacked per-tier access shares: one panel per workload, one bar per series."""
     workloads, series = _groups(records)
     allocs = {a for _, a in series}
     tiers = list(dict.fromkeys(t for r in records for t in r["tier_access_share"]))
-    labels, shares = [], []
-    for w in workloads:
+    cols = min(len(workloads), 4)
+    rows = -(-len(workloads) // cols)
+    fig, axes = plt.subplots(rows, cols, squeeze=False, sharey=True,
+                             figsize=(min(16, max(6, cols * (0.35 * len(series) + 1.2))),
+                                      2.2 + 1.1 * len(series) ** 0.5 * rows))
+    for ax, w in zip(axes.flat, workloads):
+        labels, shares = [], []
         for pol, alloc in series:
             rs = [r for r in records if r["workload"] == w and r["policy"] == pol
                   and r["alloc"] == alloc]
-            if not rs:
-                continue
-            labels.append(f"{w}\n{_label(pol, alloc, allocs)}")
-            shares.append([np.mean([r["tier_access_share"].get(t, 0) for r in rs])
-                           for t in tiers])
-    shares = np.asarray(shares).reshape(len(labels), len(tiers))
-    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(labels)), 4))
-    bottom = np.zeros(len(labels))
-    for j, t in enumerate(tiers):
-        ax.bar(range(len(labels)), shares[:, j], bottom=bottom, label=t)
-        bottom += shares[:, j]
-    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("share of accesses")
-    ax.set_ylim(0, 1)
-    ax.legend(fontsize=8)
-    ax.set_title("Where accesses landed, per tier")
+            if rs:
+                labels.append(_label(pol, alloc, allocs))
+                shares.append([np.mean([r["tier_access_share"].get(t, 0) for r in rs])
+                               for t in tiers])
+        shares = np.asarray(shares).reshape(len(labels), len(tiers))
+        bottom = np.zeros(len(labels))
+        for j, t in enumerate(tiers):
+            ax.bar(range(len(labels)), shares[:, j], bottom=bottom, label=t,
+                   color=f"C{j}")
+            bottom += shares[:, j]
+        ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=7)
+        ax.set_ylim(0, 1)
+        ax.set_title(w, fontsize=9)
+    for ax in axes.flat[len(workloads):]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("share of accesses")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle("Where accesses landed, per tier")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -37,7 +37,8 @@ def make_record(sim) -> dict:
     rec = {
         "machine": m.name,
         "workload": sim.workload.name,
-        "policy": getattr(sim.policy, "spec", sim.policy.__class__.__name__),
+        "policy": getattr(sim.policy, "spec", None)
+        or getattr(sim.policy, "registered_name", type(sim.policy).__name__),
         "alloc": getattr(sim.alloc, "registered_name", str(sim.alloc)),
         "seed": sim.seed,
         "sim_seconds": float(sim.now),
