@@ -481,6 +481,12 @@ class Damon(Monitor):
         (self._s, self._e, self._nr, self._last, self._age) = merge_regions(
             self._s, self._e, self._nr, self._last, self._age, mx // 10, self.sz_limit,
             self.max_nr_regions, self.max_nr_accesses, self.zero_age_reset)
+        self._publish(now)
+        self._split()
+
+    def _publish(self, now: float) -> None:
+        """Subscribers (DAMOS) on the live regions, the snapshot, then
+        kdamond_reset_aggregated."""
         self._in_aggr = True
         try:
             for fn in self._subs:
@@ -490,10 +496,8 @@ class Damon(Monitor):
         # no copies: region arrays are only ever replaced, never written in place
         self._snap = Regions(self._s, self._e, self._nr, self._age, self._last)
         self._nr_sum += self.nr_regions
-        # kdamond_reset_aggregated
         self._last = self._nr
         self._nr = np.zeros_like(self._last)
-        self._split()
 
     def _split(self) -> None:
         """kdamond_split_regions."""
