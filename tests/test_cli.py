@@ -33,6 +33,7 @@ def run_cli(*args):
     (["run", "--workload", "masim:/nonexistent.cfg"], "nonexistent"),
     (["run", "--workload", "trace:/nonexistent.npz"], "nonexistent"),
     (["list", "nosuch"], "unknown list 'nosuch'"),
+    (["reproduce", "nosuch", "--out", "x"], "unknown reproduction 'nosuch'; valid: idt"),
     (["compare", "--workloads", "gups:uniform", "--policies", "static", "--baseline",
       "oracle", "--out", "x"], "baseline 'oracle' is not among --policies"),
 ])
@@ -147,6 +148,18 @@ def test_a_suite_without_scale_runs_at_the_suites_scale(tmp_path):
                  "--out", str(tmp_path / "b")]) == 0
     recs = json.loads((tmp_path / "b" / "results.json").read_text())
     assert {r["scale"] for r in recs} == {1 / 64}
+
+
+def test_explain_writes_one_json_line_per_interval(tmp_path, capsys):
+    ex = tmp_path / "why.jsonl"
+    assert main(["run", *SMALL, "--machine", "optane-4tier", "--policy", "idt-damon",
+                 "--explain", str(ex)]) == 0
+    lines = [json.loads(x) for x in ex.read_text().splitlines()]
+    assert len(lines) > 10 and all("nodes" in e and "t" in e for e in lines)
+    assert [e["t"] for e in lines] == sorted(e["t"] for e in lines)
+    code, _, err = run_cli("run", *SMALL, "--policy", "static", "--explain",
+                           str(tmp_path / "x"))
+    assert code == 2 and "does not explain its decisions; valid: idt" in err
 
 
 def test_list_shows_registered_names(capsys):

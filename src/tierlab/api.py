@@ -7,7 +7,9 @@
 """
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
@@ -77,12 +79,30 @@ def simulation(machine="optane-2tier", workload="gups:hotset", policy="static",
                       costs=Costs.for_mover(migrate), scale=scale)
 
 
+def explaining_policies() -> list[str]:
+    """Registered policies that can explain their decisions (an `explain` attribute)."""
+    return [n for n, cls in POLICIES.items() if hasattr(cls, "explain_fields")]
+
+
 def run(machine="optane-2tier", workload="gups:hotset", policy="static",
         alloc="dram-preferred", seed: int = 0, scale: float = 1.0, progress=None,
-        migrate: str = "linux") -> dict:
+        migrate: str = "linux", explain=None) -> dict:
     """Run one simulation; returns its run record (see reports/results.py).
-    `migrate`: the migration mechanism, "linux" (move_pages) or "nimble"."""
-    rec = simulation(machine, workload, policy, alloc, seed, scale, progress, migrate).run()
+    `migrate`: the migration mechanism, "linux" (move_pages) or "nimble".
+    `explain`: a path; the policy writes one JSON line per decision interval there
+    (what it saw, chose, was rewarded, and moved, with the reason)."""
+    sim = simulation(machine, workload, policy, alloc, seed, scale, progress, migrate)
+    if explain is None:
+        rec = sim.run()
+    else:
+        if not hasattr(sim.policy, "explain_fields"):
+            raise TierlabError(f"policy {policy!r} does not explain its decisions; valid: "
+                               f"{', '.join(explaining_policies())}")
+        path = Path(explain)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as f:
+            sim.policy.explain = lambda e: f.write(json.dumps(e) + "\n")
+            rec = sim.run()
     rec["machine"] = str(machine) if not isinstance(machine, Machine) else machine.name
     rec["scale"] = scale
     rec["migrate"] = migrate

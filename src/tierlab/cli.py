@@ -91,12 +91,15 @@ def cmd_run(a) -> int:
     with _progress() as prog:
         task = prog.add_task(f"{a.policy} on {a.workload}", total=1.0)
         rec = api.run(a.machine, a.workload, a.policy, a.alloc, a.seed, a.scale,
-                      progress=lambda f: prog.update(task, completed=f), migrate=a.migrate)
+                      progress=lambda f: prog.update(task, completed=f), migrate=a.migrate,
+                      explain=a.explain)
     rec["speedup"] = None
     from .reports.tables import results_table
     out.print(results_table([rec], title=f"{a.machine} (scale {a.scale:g})"))
     shares = ", ".join(f"{k} {100 * v:.1f}%" for k, v in rec["tier_access_share"].items())
     out.print(f"accesses by tier: {shares}; monitor CPU {rec['monitor_cpu_seconds']:.3g} s")
+    if a.explain:
+        out.print(f"wrote {a.explain}")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps([rec], indent=1))
@@ -145,6 +148,28 @@ def cmd_compare(a) -> int:
     jp, cp = write_results(recs, outdir)
     pngs = plot_all(recs, baseline, outdir)
     out.print(f"wrote {jp}, {cp}, " + ", ".join(str(p) for p in pngs))
+    return 0
+
+
+def cmd_reproduce(a) -> int:
+    from .reports.reproduce import REPRODUCTIONS
+    if a.name not in REPRODUCTIONS:
+        raise TierlabError(f"unknown reproduction {a.name!r}; valid: "
+                           f"{', '.join(REPRODUCTIONS)}")
+    wls = api.expand_suites(a.workloads)
+    with _progress() as prog:
+        task = prog.add_task(f"reproduce {a.name}", total=None)
+        count = [0]
+
+        def done(job, rec):
+            count[0] += 1
+            prog.advance(task)
+            if not err.is_terminal:
+                err.print(f"[{count[0]}] {job.machine} {job.workload} {job.policy}: "
+                          f"{rec['wall_seconds']:.1f} s", highlight=False, markup=False)
+
+        path = REPRODUCTIONS[a.name](Path(a.out), a.scale, wls, a.jobs, on_done=done)
+    out.print(f"wrote {path} (figures and results.json beside it)")
     return 0
 
 
@@ -206,6 +231,10 @@ def parser() -> argparse.ArgumentParser:
                    help="allocation policy: dram-preferred (default), dram-always, "
                    "pm-preferred, pm-always")
     r.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    r.add_argument("--explain", metavar="FILE", help="write the policy's decisions, one "
+                   "JSON line per interval: what it saw (IDT: free memory, the age "
+                   "quartiles), what it chose (action, age_thres), its reward, and the "
+                   "regions it demoted and promoted with the reason")
     r.add_argument("--json", metavar="FILE", help="write the run record (a one-element "
                    "list, as results.json) to FILE")
     r.set_defaults(fn=cmd_run)
@@ -231,6 +260,21 @@ def parser() -> argparse.ArgumentParser:
                    "depend on it")
     c.add_argument("--out", required=True, help="output directory")
     c.set_defaults(fn=cmd_compare)
+
+    rp = sub.add_parser("reproduce", help="a paper's evaluation: Markdown report, PNGs, "
+                        "results.json", description="Reproduce a paper's evaluation in the "
+                        "simulator and write DIR/README.md (tables with the paper's numbers "
+                        "next to the simulator's), PNG figures and DIR/results.json.",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    rp.add_argument("name", help="which paper: idt")
+    rp.add_argument("--out", required=True, help="output directory")
+    rp.add_argument("--scale", type=_scale, default=1 / 64,
+                    help="miniature scale (default 1/64, as the @baselines suite)")
+    rp.add_argument("--workloads", type=_csv, default=["@baselines"],
+                    help="workload specs or @SUITE (default: @baselines)")
+    rp.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="parallel processes (default: all cores)")
+    rp.set_defaults(fn=cmd_reproduce)
 
     li = sub.add_parser("list", help="list machines, workloads, policies, allocs, monitors")
     li.add_argument("what", nargs="?", help="machines|workloads|policies|allocs|monitors")

@@ -1,0 +1,160 @@
+"""IDT's policy rules (demotion watermarks, whole-region moves, ARP charged to the
+demoting node, the ablations) and its place between static and oracle. The monitor is
+plain DAMON with IDT's intervals (`idt-damon`) so that these tests pin the policy
+alone; tests/test_idt_monitor.py pins IDT's own monitor."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tierlab
+from tierlab.engine import Simulation
+from tierlab.errors import TierlabError
+from tierlab.field import RateField
+from tierlab.policies import ALLOCS, POLICIES
+from tierlab.policies.idt.policy import range_pages
+
+from conftest import HotCold
+from test_engine import check_invariants, small_machine
+
+
+def _sim(policy="idt-damon", alloc="dram-preferred", tiers=2, **wl):
+    m = small_machine(dram_pages=1024, slow_pages=8192, tiers=tiers)
+    params = {"n": 4096, "hot": 512, "hot_frac": 1 - 1e-9, "work": 4e9}  # cold: untouched
+    params.update(wl)
+    return Simulation(m, HotCold(**params), POLICIES.create(policy),
+                      ALLOCS.create(alloc), seed=0)
+
+
+def test_range_pages():
+    assert range_pages([2, 10], [5, 12]).tolist() == [2, 3, 4, 10, 11]
+    assert range_pages([], []).size == 0
+
+
+def test_no_demotion_above_the_demotion_watermark():
+    """A fast node with more than demote_wmark free is left alone."""
+    sim = _sim(n=600, hot=100)  # 600 pages fit in 1024 with > 10% free
+    rec = sim.run()
+    assert rec["policy_stats"]["demoted"] == 0 and rec["policy_stats"]["decisions"] == 0
+
+
+def test_demotes_whole_regions_and_promotes_the_hot_set():
+    """Hot set first-touched into the slow tier: IDT demotes cold regions from the full
+    DRAM node and ARP/misplaced promotion brings the hot pages up."""
+    sim = _sim()
+    rec = sim.run()
+    check_invariants(sim)
+    st = rec["policy_stats"]
+    assert st["demoted"] > 0 and st["decisions"] > 0
+    hot = np.arange(4096 - 512, 4096)
+    assert np.mean(sim.mem.node[hot] == 0) > 0.8
+    free = sim.mem.free[0] / sim.mem.capacity[0]
+    assert free >= 0.005  # demotion keeps room; promotions stop at 1% free
+
+
+class Alternating(HotCold):
+    """The hot range alternates between the first 512 pages (first-touched in DRAM)
+    and the last 512 (first-touched in the slow tier), so demoted regions turn hot."""
+
+    def field(self, k, n):
+        f = super().field(0, n)
+        if k % 2:
+            return f
+        return RateField.from_segments([0, self.hot], [self.hot, n], f.read[::-1],
+                                       f.write[::-1], self.npages)
+
+
+def test_arp_is_charged_to_the_node_that_demoted():
+    m = small_machine(dram_pages=1024, slow_pages=8192)
+    wl = Alternating(n=4096, hot=512, hot_frac=1 - 1e-9, work=1.2e10, phases=6)
+    sim = Simulation(m, wl, POLICIES.create("idt-damon"), ALLOCS.create("dram-preferred"))
+    sim.run()
+    check_invariants(sim)
+    pol = sim.policy
+    assert pol.counts["arp"] > 0 and pol.counts["demoted"] > 0
+    # every IDT demotion mark belongs to a node that has a lower node
+    marks = np.unique(pol.demoted_by[pol.demoted_by > 0]) - 1
+    assert set(marks.tolist()) <= set(pol.path[:-1])
+
+
+@pytest.mark.parametrize("policy,action", [("idt-static-q2", "q2"), ("idt-static-q3", "q3"),
+                                           ("idt-static-max", "max")])
+def test_static_ablations_use_one_action(policy, action):
+    sim = _sim(policy=policy + ",monitor=damon,weights=none")
+    sim.run()
+    acts = sim.policy.stats()["actions"]
+    assert acts[action] > 0 and sum(acts.values()) == acts[action]
+    assert sim.policy.agent.updates == 0
+
+
+def test_norl_keeps_age_thres_10_and_noprp_never_prps():
+    m = small_machine(dram_pages=1024, slow_pages=8192)
+    wl = Alternating(n=4096, hot=512, hot_frac=1 - 1e-9, work=1.2e10, phases=6)
+    runs = {}
+    for p in ("idt-norl", "idt-noprp"):
+        sim = Simulation(m, wl, POLICIES.create(p + ",monitor=damon"),
+                         ALLOCS.create("dram-preferred"))
+        sim.run()
+        runs[p] = sim.policy
+    assert sum(runs["idt-norl"].stats()["actions"].values()) == 0
+    assert runs["idt-norl"].fixed_age_thres == 10 and runs["idt-norl"].counts["decisions"]
+    assert runs["idt-noprp"].counts["prp"] == 0 and runs["idt-noprp"].counts["arp"] > 0
+
+
+def test_rl_agent_learns_online():
+    sim = _sim(phases=3)
+    sim.run()
+    assert sim.policy.agent.updates > 0
+    assert sum(sim.policy.stats()["actions"].values()) == sim.policy.counts["decisions"]
+
+
+def test_explain_log_names_state_action_reward_and_moves():
+    got = []
+    sim = _sim(policy="idt-damon")
+    sim.policy.explain = got.append
+    sim.run()
+    decided = [e for e in got if any("action" in v for v in e["nodes"].values())]
+    assert decided
+    node = next(v for e in decided for v in e["nodes"].values() if "action" in v)
+    for key in ("free", "state", "action", "age_thres", "eligible", "demoted_pages",
+                "demoted_regions"):
+        assert key in node
+    assert any("reward" in v for e in got for v in e["nodes"].values())
+
+
+def test_bad_parameters():
+    with pytest.raises(TierlabError, match="demote_wmark"):
+        POLICIES.create("idt-damon,demote_wmark=lots")
+    with pytest.raises(TierlabError, match="critical_wmark"):
+        POLICIES.create("idt-damon,demote_wmark=1%,critical_wmark=5%")
+
+
+@pytest.mark.parametrize("machine", ["optane-2tier", "optane-4tier"])
+def test_between_static_and_oracle_on_gups_hotset(machine):
+    run = lambda p: tierlab.run(machine=machine, workload="gups:hotset", policy=p,  # noqa
+                                scale=1 / 64)["throughput"]
+    static, oracle, idt = run("static"), run("oracle"), run("idt-damon")
+    assert 1.2 * static < idt <= 1.005 * oracle
+
+
+def test_same_seed_same_record():
+    a = tierlab.run(machine="optane-4tier", workload="gups:hotset", policy="idt-damon",
+                    scale=1 / 64, seed=4)
+    b = tierlab.run(machine="optane-4tier", workload="gups:hotset", policy="idt-damon",
+                    scale=1 / 64, seed=4)
+    strip = lambda r: {k: v for k, v in r.items() if k != "wall_seconds"}  # noqa
+    assert strip(a) == strip(b)
+
+
+def test_runs_start_from_the_shipped_weights_and_keep_learning(tmp_path):
+    from tierlab.policies.idt.policy import SHIPPED_WEIGHTS
+    assert SHIPPED_WEIGHTS.exists()
+    sim = _sim(policy="idt-damon")
+    sim.policy.attach(sim)
+    start = sim.policy.agent.updates
+    assert start > 0  # pre-trained
+    sim = tierlab.api.simulation("optane-4tier", "gups:hotset", "idt-damon", scale=1 / 64)
+    sim.run()
+    assert sim.policy.agent.updates > start
+    with pytest.raises(TierlabError, match="no file"):
+        _sim(policy=f"idt-damon,weights={tmp_path / 'none.npz'}").run()
