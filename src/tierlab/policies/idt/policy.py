@@ -305,12 +305,18 @@ class IDT(Policy):
                 self._prp(j, regs, node)
         mis = cand[by == 0]
         mis = mis[np.argsort(-nr[mis], kind="stable")]
+        room = {d: self._room(d) for d in self.path}  # kept up to date below
         for j in mis:
-            for dst in self.path[: self.path.index(int(node[j]))]:
-                if self._room(dst) >= regs.end[j] - regs.start[j]:
-                    if self._move([j], regs, dst, "idt-misplaced")[0]:
-                        self.counts["misplaced"] += 1
-                    break
+            size = int(regs.end[j] - regs.start[j])
+            above = self.path[: self.path.index(int(node[j]))]
+            if max(room[d] for d in above) < size:
+                continue
+            dst = next(d for d in above if room[d] >= size)
+            got = self._move([j], regs, dst, "idt-misplaced")[0]
+            if got:
+                self.counts["misplaced"] += 1
+                room[dst] = self._room(dst)
+                room[int(node[j])] = self._room(int(node[j]))
         if entry is not None:
             entry["arp_promoted"] = promoted[:50]
             entry["prp_thres"] = self.prp_thres
