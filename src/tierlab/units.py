@@ -47,3 +47,22 @@ def fmt_size(nbytes: float) -> str:
 def pages(nbytes: int) -> int:
     """Whole 4 KiB pages covering nbytes."""
     return -(-int(nbytes) // PAGE)
+
+
+def parse_flag(value, what: str) -> bool:
+    """A yes/no parameter (1/0, yes/no, true/false, on/off, y/n); else a TierlabError."""
+    if isinstance(value, bool):
+        return value
+    v = str(value).strip().lower()
+    if v in ("1", "yes", "true", "on", "y"):
+        return True
+    if v in ("0", "no", "false", "off", "n"):
+        return False
+    raise TierlabError(f"bad {what} {value!r}; valid: yes, no")
+
+
+def truthy(value) -> bool:
+    """A lenient switch: a string is off only as 0, false, no, off or empty."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off", "")
+    return bool(value)

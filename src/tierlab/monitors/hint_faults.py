@@ -60,7 +60,7 @@ import math
 
 import numpy as np
 
-from ..units import PAGE, parse_duration, parse_size
+from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
 from .source import RateSource
@@ -364,12 +364,6 @@ def _threads(sim) -> float:
     return float(getattr(sim, "threads", sim.workload.threads))
 
 
-def _flag(v) -> bool:
-    if isinstance(v, str):
-        return v.strip().lower() not in ("0", "false", "no", "off", "")
-    return bool(v)
-
-
 def _nodes(v) -> list[int]:
     if v is None or v == "":
         return []
@@ -401,7 +395,7 @@ class NumaScanner(Monitor):
         if self.poll_s <= 0 or self.period_min <= 0 or self.period_max < self.period_min:
             raise ValueError("need poll > 0 and 0 < scan_period_min <= scan_period_max")
         self.skip_nodes = _nodes(skip_nodes)
-        self.adapt = _flag(adapt)
+        self.adapt = truthy(adapt)
         self.pte_walk_cost = parse_duration(pte_walk_cost, "pte_walk_cost")
         self.pte_update_cost = parse_duration(pte_update_cost, "pte_update_cost")
         self._subs = []

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import TierlabError
 from ..monitors.hint_faults import NumaScanner
 from ..monitors.pte_scan import PteScan
-from ..units import PAGE, parse_duration, parse_size
+from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import POLICIES, Policy
 
 UNALLOC = 255
@@ -184,7 +184,7 @@ def lru_victims(sim, node: int, n: int) -> np.ndarray:
     while got < n and looked < limit:
         if lru.inactive_is_low(node) or lru.nr_inactive(node) == 0:
             # shrink_active_list refills the inactive list towards its target size
-            deficit = getattr(lru, "inactive_deficit", lambda _n: 0)(node)
+            deficit = lru.inactive_deficit(node)
             pages, ref = lru.scan(node, True, max(asize, deficit))
             lru.deactivate(pages[~ref])
             looked += len(pages)
@@ -205,12 +205,6 @@ def lru_victims(sim, node: int, n: int) -> np.ndarray:
         if 2 * len(cold) < size // 2:
             size *= 2
     return np.concatenate(victims) if victims else np.zeros(0, dtype=np.int64)
-
-
-def _flag(v) -> bool:
-    if isinstance(v, str):
-        return v.strip().lower() not in ("0", "false", "no", "off", "")
-    return bool(v)
 
 
 class NumaBalancingBase(Policy):
@@ -393,7 +387,7 @@ class AutoNumaTiering(NumaBalancingBase):
             raise TierlabError("rate_limit_mbps and hot_threshold must be > 0")
         self.rate_limit_bytes = mbps * 2**20  # per second, full scale
         self.rate_limit = max(int(self.rate_limit_bytes // PAGE), 1)  # set in attach
-        self.adjust = _flag(adjust)
+        self.adjust = truthy(adjust)
         self.enough_floor_bytes = parse_size(enough_floor, "enough_floor")
         self.enough_floor = self.enough_floor_bytes // PAGE
         self.th_period = parse_duration(scan_period_max, "scan_period_max")

@@ -75,9 +75,9 @@ import numpy as np
 
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
-from ..units import PAGE, parse_size
+from ..units import PAGE, parse_flag, parse_size
 from .base import POLICIES, Policy
-from .tiering08 import NumaScanner, _flag, _number, _pos_duration, _pos_size, cpu_node
+from .tiering08 import NumaScanner, _number, _pos_duration, _pos_size, cpu_node
 
 MODES = ("cpm", "opm", "exchange")
 
@@ -138,7 +138,7 @@ class AutoTiering(Policy):
         if m not in MODES:
             raise TierlabError(f"bad autotiering mode {mode!r}; valid: {', '.join(MODES)}")
         self.mode = m
-        self.background = m == "opm" and _flag(background, "autotiering background")
+        self.background = m == "opm" and parse_flag(background, "autotiering background")
         self.reserve_spec = _parse_reserve(reserve, "autotiering reserve")
         bits = _number(history, "autotiering history", lo=1, hi=8)
         if bits != int(bits):
@@ -155,7 +155,7 @@ class AutoTiering(Policy):
         if self.scan_period_max < self.scan_period_min:
             self.scan_period_min = self.scan_period_max
         self.scan_delay = _pos_duration(scan_delay, "autotiering scan_delay", allow_zero=True)
-        self.adapt_period = _flag(adapt_period, "autotiering adapt_period")
+        self.adapt_period = parse_flag(adapt_period, "autotiering adapt_period")
         self.poll = _pos_duration(poll, "autotiering poll")
         self.refresh = _pos_duration(refresh, "autotiering refresh")
 

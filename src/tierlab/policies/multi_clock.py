@@ -58,17 +58,8 @@ import numpy as np
 
 from ..engine.lru import PROMOTE
 from ..errors import TierlabError
-from ..units import PAGE, parse_duration, parse_size
+from ..units import PAGE, parse_duration, parse_flag, parse_size
 from .base import POLICIES, Policy
-
-
-def _flag(value, what):
-    v = str(value).strip().lower()
-    if v in ("1", "yes", "true", "on", "y"):
-        return True
-    if v in ("0", "no", "false", "off", "n"):
-        return False
-    raise TierlabError(f"bad {what} {value!r}; valid: yes, no")
 
 
 def _fraction(value, what):
@@ -97,7 +88,7 @@ class MultiClock(Policy):
         self.scan = _fraction(scan, "multi-clock scan")
         self.scan_min_bytes = parse_size(scan_min, "multi-clock scan_min")
         self.scan_max_bytes = parse_size(scan_max, "multi-clock scan_max")
-        self.make_room = _flag(make_room, "multi-clock make_room")
+        self.make_room = parse_flag(make_room, "multi-clock make_room")
         if str(copy_rate).strip().lower() in ("auto", "thread"):
             self.copy_rate = None  # one thread: the machine's per-thread migrate_bw
         else:

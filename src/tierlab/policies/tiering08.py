@@ -95,24 +95,13 @@ import numpy as np
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..monitors.primitives import HintFaults, PTE_CHECK_SECONDS
-from ..units import PAGE, parse_duration, parse_size
+from ..units import PAGE, parse_duration, parse_flag, parse_size
 from .base import POLICIES, Policy
 
 
 # -----------------------------------------------------------------------------------
 # parameter helpers (spec params arrive as strings)
 # -----------------------------------------------------------------------------------
-def _flag(value, what: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    v = str(value).strip().lower()
-    if v in ("1", "yes", "true", "on", "y"):
-        return True
-    if v in ("0", "no", "false", "off", "n"):
-        return False
-    raise TierlabError(f"bad {what} {value!r}; valid: yes, no")
-
-
 def _pos_duration(value, what: str, allow_zero: bool = False) -> float:
     x = parse_duration(value, what)
     if x < 0 or (x == 0 and not allow_zero):
@@ -533,20 +522,20 @@ class Tiering08(Policy):
         else:
             self.promote_wmark_bytes = _pos_size(promote_wmark, "tiering-0.8 promote_wmark",
                                                  allow_zero=True)
-        self.kswapd_early = _flag(kswapd_early, "tiering-0.8 kswapd_early")
-        self.scan_demoted = _flag(scan_demoted, "tiering-0.8 scan_demoted")
+        self.kswapd_early = parse_flag(kswapd_early, "tiering-0.8 kswapd_early")
+        self.scan_demoted = parse_flag(scan_demoted, "tiering-0.8 scan_demoted")
         self.demoted_threshold = _pos_size(demoted_threshold,
                                            "tiering-0.8 demoted_threshold (bytes/s)")
-        self.adjust = _flag(adjust_threshold, "tiering-0.8 adjust_threshold")
+        self.adjust = parse_flag(adjust_threshold, "tiering-0.8 adjust_threshold")
         self.enough_min = _pos_size(enough_min, "tiering-0.8 enough_min", allow_zero=True)
-        self.sync = not _flag(async_promote, "tiering-0.8 async_promote")
+        self.sync = not parse_flag(async_promote, "tiering-0.8 async_promote")
         self.scan_size = _pos_size(scan_size, "tiering-0.8 scan_size")
         self.scan_period_min = _pos_duration(scan_period_min, "tiering-0.8 scan_period_min")
         self.scan_period_max = _pos_duration(scan_period_max, "tiering-0.8 scan_period_max")
         if self.scan_period_max < self.scan_period_min:
             raise TierlabError("tiering-0.8: scan_period_max must be >= scan_period_min")
         self.scan_delay = _pos_duration(scan_delay, "tiering-0.8 scan_delay", allow_zero=True)
-        self.adapt_period = _flag(adapt_period, "tiering-0.8 adapt_period")
+        self.adapt_period = parse_flag(adapt_period, "tiering-0.8 adapt_period")
         self.poll = _pos_duration(poll, "tiering-0.8 poll")
 
     # -- setup ----------------------------------------------------------------------

@@ -37,7 +37,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TierlabError
-from .autonuma import UNALLOC, Kswapd, NumaBalancingBase, _flag, lru_victims
+from ..units import truthy
+from .autonuma import UNALLOC, Kswapd, NumaBalancingBase, lru_victims
 from .base import POLICIES
 
 
@@ -62,7 +63,7 @@ class Tpp(NumaBalancingBase):
                                "integer in 1..10000 (fractions of 10,000)") from None
         if not 1 <= self.demote_scale_factor <= 10000:
             raise TierlabError("demote_scale_factor must be in 1..10000")
-        self.arm_demoted = _flag(arm_demoted)
+        self.arm_demoted = truthy(arm_demoted)
         self._demoted = []
         self.marked = 0
         self.demoted_armed = 0

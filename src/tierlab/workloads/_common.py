@@ -63,17 +63,6 @@ def parse_choice(value, what: str, choices) -> str:
     return v
 
 
-def parse_flag(value, what: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    v = str(value).strip().lower()
-    if v in ("1", "yes", "true", "on", "y"):
-        return True
-    if v in ("0", "no", "false", "off", "n"):
-        return False
-    raise TierlabError(f"bad {what} {value!r}; valid: yes, no")
-
-
 def scaled_pages(nbytes: float, scale: float) -> int:
     """Pages covering nbytes x scale (at least one)."""
     return max(1, -(-int(round(nbytes * scale)) // PAGE))

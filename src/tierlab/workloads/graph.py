@@ -51,9 +51,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..field import RateField
-from ..units import PAGE, fmt_size
+from ..units import PAGE, fmt_size, parse_flag
 from .base import WORKLOADS, Change, Workload
-from ._common import (common_params, default_work, parse_choice, parse_flag, parse_number,
+from ._common import (common_params, default_work, parse_choice, parse_number,
                    parse_scale)
 
 VPP = PAGE // 8  # vertices per page of an 8-byte property array
