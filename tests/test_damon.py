@@ -507,3 +507,29 @@ def test_damon_tiering_same_seed_same_record():
     a, b, c = rec(5), rec(5), rec(6)
     assert a == b
     assert a["policy_stats"] != c["policy_stats"]
+
+
+def test_merge_quality_measured_as_hamming_of_access_histories():
+    """The measurement-only history (IDT's merge-quality metric for plain DAMON): A and
+    B differ in the first aggregation (no merge), agree in the second (merge); their
+    histories then differ in 1 of 2 valid bits -> 0.5. C and D never merge."""
+    d = Damon(min_nr_regions=3, max_nr_regions=4)
+    d.set_regions([0, 1, 2, 12], [1, 2, 12, 22])
+    d.aggregate([10, 0, 0, 10])
+    assert d.stats()["merges"] == 0 and d.stats()["mean_merged_hamming"] is None
+    d.aggregate([10, 10, 0, 10])
+    assert d.regions.start.tolist() == [0, 2, 12]
+    st = d.stats()
+    assert st["merges"] == 1
+    assert st["mean_merged_hamming"] == pytest.approx(0.5)
+
+
+def test_idt_monitor_merges_more_alike_regions_than_damon():
+    """IDT (Section 5): its Fisher merge keeps regions with different access histories
+    apart; plain DAMON merges on one aggregation's nr_accesses. Same policy, same run."""
+    from tierlab import api
+    ham = {}
+    for p in ("idt", "idt-damon"):
+        r = api.run(machine="optane-4tier", workload="gups:hotset", policy=p, scale=1 / 64)
+        ham[p] = r["policy_stats"]["monitor"]["mean_merged_hamming"]
+    assert ham["idt"] < ham["idt-damon"]

@@ -158,3 +158,17 @@ def test_runs_start_from_the_shipped_weights_and_keep_learning(tmp_path):
     assert sim.policy.agent.updates > start
     with pytest.raises(TierlabError, match="no file"):
         _sim(policy=f"idt-damon,weights={tmp_path / 'none.npz'}").run()
+
+
+def test_prp_threshold_reset_option():
+    """Literal rule: PRP's threshold tightens to each accepted distance for the whole
+    run, so PRP fires rarely; prp_reset=aggregation starts from 5 each aggregation."""
+    from tierlab import api
+    counts = {}
+    for p in ("idt", "idt:prp_reset=aggregation"):
+        r = api.run(machine="optane-4tier", workload="gups:hotset", policy=p, scale=1 / 64)
+        counts[p] = r["policy_stats"]["prp"]
+    assert counts["idt"] <= 3
+    assert counts["idt:prp_reset=aggregation"] > 10 * counts["idt"]
+    with pytest.raises(TierlabError, match="prp_reset"):
+        api.make_policy("idt:prp_reset=sometimes")

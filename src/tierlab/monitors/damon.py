@@ -121,6 +121,12 @@ class Regions:
         return self.end - self.start
 
 
+def hamming(h1, h2) -> np.ndarray:
+    """Bits that differ between uint64 histories (element-wise)."""
+    return np.bitwise_count(np.bitwise_xor(np.asarray(h1, dtype=np.uint64),
+                                           np.asarray(h2, dtype=np.uint64))).astype(np.int64)
+
+
 def _i64(x) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.int64)
 
@@ -390,6 +396,13 @@ class Damon(Monitor):
         self.cpu_seconds = 0.0
         self.max_observed = 0
         self._nr_sum = 0
+        # a measurement only, never used for a decision: each region's history of
+        # accessed aggregations (bit 0 = nr_accesses > 0 in the last one, as
+        # idt-regions keeps it), to compare the two monitors' merges (IDT, Section 5)
+        self._mh = np.zeros(0, dtype=np.uint64)
+        self._mh_s = np.zeros(0, dtype=np.int64)
+        self._mh_merges = 0
+        self._mh_sum = 0.0
 
     # -- API -----------------------------------------------------------------------
     @property
@@ -449,6 +462,9 @@ class Damon(Monitor):
     def attach(self, sim) -> None:
         super().attach(sim)
         self.rng = sim.rng_for(self.name)
+        if getattr(sim, "real", False):  # the Linux backend: the kernel's own DAMON
+            sim.attach_damon(self)
+            return
         monitors = getattr(sim, "monitors", None)
         if isinstance(monitors, dict):
             monitors.setdefault(self.name, self)
@@ -478,9 +494,12 @@ class Damon(Monitor):
         self.nr_aggregations += 1
         mx = int(self._nr.max()) if self._nr.size else 0
         self.max_observed = mx
+        old_s = self._s
+        h = self._history_before_merge()
         (self._s, self._e, self._nr, self._last, self._age) = merge_regions(
             self._s, self._e, self._nr, self._last, self._age, mx // 10, self.sz_limit,
             self.max_nr_regions, self.max_nr_accesses, self.zero_age_reset)
+        self._history_after_merge(old_s, h)
         self._publish(now)
         self._split()
 
@@ -498,6 +517,30 @@ class Damon(Monitor):
         self._nr_sum += self.nr_regions
         self._last = self._nr
         self._nr = np.zeros_like(self._last)
+
+    def _history_before_merge(self) -> np.ndarray:
+        """The measurement history aligned with the current regions (a region created
+        since takes the history of the old region holding its start), with this
+        aggregation's bit shifted in."""
+        if not np.array_equal(self._mh_s, self._s):
+            k = np.searchsorted(self._mh_s, self._s, side="right") - 1
+            old = self._mh if self._mh.size else np.zeros(1, dtype=np.uint64)
+            self._mh = np.where(k >= 0, old[np.clip(k, 0, max(old.size - 1, 0))],
+                                np.uint64(0)).astype(np.uint64)
+        return (self._mh << np.uint64(1)) | (self._nr > 0).astype(np.uint64)
+
+    def _history_after_merge(self, old_s: np.ndarray, h: np.ndarray) -> None:
+        """Hamming distance of each absorbed region to its run's first region (the
+        same measure idt-regions reports), then one history per merged region."""
+        first = np.searchsorted(old_s, self._s)
+        if old_s.size > self._s.size:
+            absorbed = np.ones(old_s.size, dtype=bool)
+            absorbed[first] = False
+            run = np.searchsorted(self._s, old_s, side="right") - 1
+            valid = max(min(self.nr_aggregations, 64), 1)
+            self._mh_merges += int(absorbed.sum())
+            self._mh_sum += float(hamming(h[absorbed], h[first[run[absorbed]]]).sum()) / valid
+        self._mh, self._mh_s = h[first], self._s
 
     def _split(self) -> None:
         """kdamond_split_regions."""
@@ -708,4 +751,7 @@ class Damon(Monitor):
     def stats(self) -> dict:
         return {"aggregations": self.nr_aggregations, "nr_regions": self.nr_regions,
                 "mean_nr_regions": self._nr_sum / max(self.nr_aggregations, 1),
-                "checks": self.checks, "cpu_seconds": self.cpu_seconds}
+                "checks": self.checks, "cpu_seconds": self.cpu_seconds,
+                "merges": self._mh_merges,
+                "mean_merged_hamming": (self._mh_sum / self._mh_merges
+                                        if self._mh_merges else None)}

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import TierlabError
 from .base import MONITORS
-from .damon import UNALLOC, Damon, Regions, _i64
+from .damon import UNALLOC, Damon, Regions, _i64, hamming
 
 
 @dataclass
@@ -67,12 +67,6 @@ def public_similar_table(n: int) -> np.ndarray:
     """The public code's lookup table: |a - b| <= 2."""
     a = np.arange(n + 1)
     return np.abs(a[:, None] - a[None, :]) <= 2
-
-
-def hamming(h1, h2) -> np.ndarray:
-    """Bits that differ between uint64 histories (element-wise)."""
-    return np.bitwise_count(np.bitwise_xor(np.asarray(h1, dtype=np.uint64),
-                                           np.asarray(h2, dtype=np.uint64))).astype(np.int64)
 
 
 def window_counts(h: np.ndarray, valid: int, window: int) -> np.ndarray:
