@@ -198,6 +198,50 @@ def cmd_list(a) -> int:
     return 0
 
 
+def cmd_nodes(a) -> int:
+    from .linux import topology
+    topo = topology.discover(tier_order=a.tier_order)
+    if a.json:
+        print(json.dumps(topo.to_dict(), indent=1))
+    else:
+        print(topology.format_nodes(topo))
+    return 0
+
+
+def _real_opts(a) -> dict:
+    from .units import parse_duration, parse_size
+    return dict(interval=parse_duration(a.interval, "--interval"),
+                duration=None if a.duration is None else parse_duration(a.duration,
+                                                                        "--duration"),
+                tier_order=a.tier_order,
+                bw_limit=None if a.bw_limit is None else parse_size(a.bw_limit,
+                                                                    "--bw-limit"))
+
+
+def _echo(line: str) -> None:
+    print(line, flush=True)
+
+
+def cmd_daemon(a) -> int:
+    from .linux.daemon import run_daemon
+    run_daemon(a.pid, a.policy, out=a.out, echo=_echo, **_real_opts(a))
+    return 0
+
+
+def cmd_exec(a) -> int:
+    from .linux.daemon import run_exec
+    cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    return run_exec(cmd, a.policy, alloc=a.alloc, out=a.out, echo=_echo, **_real_opts(a))
+
+
+REAL_EPILOG = """Runs for real (root; Linux with two or more NUMA nodes). Policies whose monitors
+exist on Linux run unchanged: static, damon-tiering, idt and its ablations (on the
+kernel's DAMON); those built on hint faults or single-page accessed bits (autonuma,
+tpp, multi-clock, ...) are the kernel's own business (numa_balancing=2) and refuse.
+See docs/linux.md.
+"""
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tierlab", description="Tiered main memory placement: simulate, compare, "
@@ -276,6 +320,51 @@ def parser() -> argparse.ArgumentParser:
                     help="parallel processes (default: all cores)")
     rp.set_defaults(fn=cmd_reproduce)
 
+    def real(sp):
+        sp.add_argument("--policy", default="damon-tiering",
+                        help="placement policy (default: damon-tiering)")
+        sp.add_argument("--interval", default="1s",
+                        help="how often to print what moved (default: 1s)")
+        sp.add_argument("--duration", default=None,
+                        help="stop after this long (default: until the target exits)")
+        sp.add_argument("--tier-order", default=None, metavar="NODES",
+                        help="override the kernel's tiers: node ids fastest first, "
+                        "e.g. 0,2,1,3")
+        sp.add_argument("--bw-limit", default=None, metavar="BYTES_PER_S",
+                        help="migration bandwidth limit, e.g. 1GiB (default: none)")
+        sp.add_argument("--out", default=None, help="write DIR/results.json")
+
+    d = sub.add_parser("daemon", help="manage a running process with a policy, for real",
+                       description="Attach to process PID and run a placement policy on "
+                       "it: DAMON through sysfs, move_pages(2) for migration.",
+                       epilog=REAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    d.add_argument("--pid", type=int, required=True, help="process to manage")
+    real(d)
+    d.set_defaults(fn=cmd_daemon)
+
+    e = sub.add_parser("exec", help="start a command under an allocation policy and a "
+                       "placement policy, for real",
+                       description="Start CMD with the allocation policy set before exec "
+                       "(set_mempolicy(2), inherited from its first allocation), manage "
+                       "it with the placement policy until it exits, and return its exit "
+                       "status.", epilog=REAL_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    real(e)
+    e.add_argument("--alloc", default="dram-preferred",
+                   help="allocation policy: dram-preferred (default), dram-always, "
+                   "pm-preferred, pm-always")
+    e.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+                   help="the command to run")
+    e.set_defaults(fn=cmd_exec)
+
+    no = sub.add_parser("nodes", help="this machine's NUMA nodes and tiers as tierlab "
+                        "sees them", description="Nodes, CPUs, capacity, free memory, "
+                        "distances, memory tiers and HMAT attributes of this machine.")
+    no.add_argument("--json", action="store_true", help="print JSON")
+    no.add_argument("--tier-order", default=None, metavar="NODES",
+                    help="override the tier order, e.g. 0,2,1,3")
+    no.set_defaults(fn=cmd_nodes)
+
     li = sub.add_parser("list", help="list machines, workloads, policies, allocs, monitors")
     li.add_argument("what", nargs="?", help="machines|workloads|policies|allocs|monitors")
     li.set_defaults(fn=cmd_list)
@@ -298,6 +387,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("tierlab: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `tierlab ... | head`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -298,6 +298,12 @@ class DamonTiering(Policy):
     # -- setup -------------------------------------------------------------------
     def attach(self, sim):
         super().attach(sim)
+        if self.young and getattr(sim, "real", False):
+            # the kernel applies this filter to each page's PTE inside DAMOS; from user
+            # space (tierlab daemon, issue 5) single pages' accessed bits are not visible
+            sim.note("damon-tiering: the young-page filter needs per-page accessed bits, "
+                     "which user space cannot read; running with young=off")
+            self.young = False
         mem = sim.mem
         path = list(sim.machine.demotion)
         high_bp = (mem.wmark_high * 10000 // np.maximum(mem.capacity, 1)).astype(int)
