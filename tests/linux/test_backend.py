@@ -219,3 +219,34 @@ def test_unallocated_pages_stay_unallocated():
     sim.refresh()
     assert sim.space.used == 1750
     assert int((sim.mem.node == UNALLOC).sum()) == sim.mem.npages - 1700
+
+
+def test_the_kernels_watermarks_bound_moves():
+    """A small node's watermarks (min_free_kbytes) are far above the simulator's 0.5%:
+    the backend takes the kernel's, and does not ask moves the kernel must refuse."""
+    clock = Clock()
+    proc = FakeProcess(clock)
+    proc.watermarks = lambda: {0: (350, 380, 410), 2: (10, 20, 30)}
+    sim = LinuxSim(machine2(), proc.ids, proc, api.make_policy("static"), clock=clock)
+    assert sim.mem.wmark_min.tolist() == [350, 10]
+    hot = np.flatnonzero(sim.space.to_va(np.arange(sim.space.used)) >= proc.hot[0])
+    assert sim.migrate(hot, 0) == 400 - 380  # free 400, low 380
+    assert sim.stats.failed == {}
+
+
+def test_target_exiting_during_a_kernel_call_is_a_clean_stop():
+    """A process that exits between the liveness check and move_pages makes the call
+    fail (EINVAL on a zombie): the daemon stops with "target exited", not an error."""
+    sim, proc, clock = make("damon-tiering")
+    real_query = proc.query
+
+    def query(va):
+        if clock.t > 102.5:
+            proc.dead = True
+            raise TierlabError("move_pages of 1 rejected: Invalid argument")
+        return real_query(va)
+
+    proc.query = query
+    sim.refresh_interval = 0.0
+    rec = Daemon(sim, "damon-tiering", echo=lambda m: None, sleep=clock.sleep).run()
+    assert rec["stop_reason"] == "target exited"

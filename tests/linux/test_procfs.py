@@ -144,3 +144,52 @@ def test_unknown_pid():
                  lambda: pf.read_pagemap(NO_PID, 0, P), lambda: pf.process_name(NO_PID)):
         with pytest.raises(TierlabError, match=f"^no process {NO_PID}$"):
             call()
+
+
+ZONEINFO = """Node 0, zone      DMA
+  per-node stats
+      nr_inactive_anon 8
+  pages free     3776
+        boost    0
+        min      186
+        low      232
+        high     278
+        spanned  4095
+        present  3998
+        managed  3840
+        cma      0
+        protection: (0, 443, 443, 443, 443)
+  pagesets
+    cpu: 0
+              count: 0
+              high:  0
+Node 0, zone    DMA32
+  pages free     77078
+        min      5519
+        low      6898
+        high     8277
+        managed  115336
+    cpu: 0
+              high:  6237
+Node 0, zone  Movable
+  pages free     0
+        min      32
+        low      32
+        high     32
+        managed  0
+Node 1, zone    DMA32
+  pages free     250234
+        min      11189
+        low      13986
+        high     16783
+        managed  257995
+"""
+
+
+def test_zoneinfo_sums_managed_zones_per_node():
+    from tierlab.linux.procfs import parse_zoneinfo
+    z = parse_zoneinfo(ZONEINFO)
+    # per-cpu "high:" lines and the empty Movable zone's watermarks are not counted
+    assert z[0] == dict(free=3776 + 77078, min=186 + 5519, low=232 + 6898,
+                        high=278 + 8277, managed=3840 + 115336)
+    assert z[1]["min"] == 11189 and z[1]["free"] == 250234

@@ -48,6 +48,11 @@ class KernelOps:
     def alive(self) -> bool:
         raise NotImplementedError
 
+    def watermarks(self) -> dict[int, tuple[int, int, int]] | None:
+        """The kernel's (min, low, high) watermarks per node id, in pages; None to keep
+        the simulator's fractions."""
+        return None
+
     def damon(self, **attrs):
         raise TierlabError("DAMON is not available on this kernel")
 
@@ -222,6 +227,16 @@ class LinuxSim:
         self._damons: list = []
         self.notes: list[str] = []
         self.echo = None  #: callable(str) for notes, set by the daemon
+        #: seconds between two full readings of placement (move_pages queries of every
+        #: page) during monitoring; the daemon's report always reads afresh
+        self.refresh_interval = 1.0
+        self._refreshed = -1e9
+        wm = kernel.watermarks()
+        if wm:
+            # the kernel's own: on small nodes min_free_kbytes makes them several percent
+            # of the node, far above the simulator's 0.5/1/1.5% (a move below min fails)
+            for i, n in enumerate(self.node_ids):
+                self.mem.wmark_min[i], self.mem.wmark_low[i], self.mem.wmark_high[i] = wm[n]
         self.refresh()
 
     # -- the policy-facing interface -------------------------------------------------
@@ -270,7 +285,8 @@ class LinuxSim:
 
     def migrate(self, pages, dst: int, sync: bool = False, reason: str = "") -> int:
         """move_pages(2) of the given page indices to machine node `dst`; returns pages
-        the kernel reports moved. Pages not present or already on dst are skipped; the
+        the kernel reports moved, at most the node's free pages above its low
+        watermark. Pages not present or already on dst are skipped; the
         kernel's per-page status (busy, no memory, gone) is counted in
         `stats.failed`; placement is updated from the returned status."""
         pages = np.unique(np.asarray(pages, dtype=np.int64))
@@ -279,7 +295,9 @@ class LinuxSim:
         cur = self.mem.node[pages]
         keep = (cur != UNALLOC) & (cur != dst)
         pages, cur = pages[keep], cur[keep]
-        room = int(self.mem.free[dst] - self.mem.wmark_min[dst])
+        # the page allocator's fast path wants free above `low` for a migration target
+        # (__GFP_THISNODE: no fallback); below it the kernel mostly answers -ENOMEM
+        room = int(self.mem.free[dst] - self.mem.wmark_low[dst])
         if room <= 0 or pages.size == 0:
             return 0
         pages, cur = pages[:room], cur[:room]
@@ -333,8 +351,13 @@ class LinuxSim:
                            "tiering: numa_balancing=2)")
 
     # -- the daemon's side ---------------------------------------------------------------
-    def refresh(self) -> None:
-        """Re-read the target's mappings, every managed page's node, and free memory."""
+    def refresh(self, max_age: float = 0.0) -> None:
+        """Re-read the target's mappings, every managed page's node, and free memory,
+        unless the last reading is younger than `max_age` seconds (this backend's own
+        moves keep `mem` current in between; the kernel's are seen at the next one)."""
+        if max_age > 0 and self.now - self._refreshed < max_age:
+            return
+        self._refreshed = self.now
         self.space.update(self.kernel.vmas())
         idx = self.space.all_indices()
         node = np.full(self.mem.npages, UNALLOC, dtype=np.uint8)
@@ -379,19 +402,17 @@ class LinuxSim:
         return min((t[0] for t in self._timers), default=float("inf"))
 
     def run_due(self) -> int:
-        """Run every timer that is due (in time order); returns how many ran."""
-        ran = 0
-        while self._timers:
-            self._timers.sort(key=lambda x: (x[0], x[1]))
-            t, _, period, fn = self._timers[0]
-            now = self.now
-            if t > now:
-                break
-            fn(now)
-            # a late timer does not run twice to catch up: it keeps its phase
-            self._timers[0][0] = t + period * max(1, int((now - t) // period) + 1)
-            ran += 1
-        return ran
+        """Run every timer that is due, once each, in time order; returns how many ran.
+        A timer whose work took longer than its period is next due one period after it
+        finished (real time does not wait: no catching up, no starving the loop)."""
+        now = self.now
+        due = sorted((x for x in self._timers if x[0] <= now), key=lambda x: (x[0], x[1]))
+        for timer in due:
+            t, _, period, fn = timer
+            fn(self.now)
+            after = self.now
+            timer[0] = t + period * max(1, int((after - t) // period) + 1)
+        return len(due)
 
 
 _ERRNO_NAMES = {2: "gone", 14: "gone", 16: "busy", 12: "nomem", 13: "denied",
@@ -417,7 +438,7 @@ class _DamonBridge:
         sim, mon = self.sim, self.mon
         t = time.process_time()
         self._note_resets()
-        sim.refresh()
+        sim.refresh(max_age=sim.refresh_interval)
         r = self.damon.read_regions()
         s, e, which = sim.space.ranges_to_index(r.start, r.end)
         order = np.argsort(s, kind="stable")

@@ -74,19 +74,11 @@ class Daemon:
                 if wake > now:
                     self.sleep(min(max(wake - now, 1e-3), 0.2))
                     continue
-                try:
-                    sim.run_due()
-                except TierlabError:
-                    raise
-                except (ProcessLookupError, FileNotFoundError):
-                    # the target vanished between two checks
-                    if not sim.kernel.alive():
-                        self.request_stop("target exited")
-                        break
-                    raise
+                if not self._guarded(sim.run_due):
+                    break
                 if sim.now >= next_report:
-                    if sim.kernel.alive():
-                        sim.refresh()
+                    if not self._guarded(sim.refresh):
+                        break
                     self._report(sim.now)
                     next_report += self.interval * max(1, int((sim.now - next_report)
                                                               // self.interval) + 1)
@@ -95,6 +87,19 @@ class Daemon:
         self.echo(f"stopped: {self.stop_reason}; promoted {sim.stats.promotions} pages, "
                   f"demoted {sim.stats.demotions} pages in {sim.now:.1f} s")
         return self.record()
+
+    def _guarded(self, fn) -> bool:
+        """fn(); False (and the stop reason set) if the target exited meanwhile: a
+        vanished process makes move_pages fail with EINVAL or ESRCH and /proc reads
+        with ENOENT, which are then not errors."""
+        try:
+            fn()
+        except (TierlabError, OSError):
+            if self.sim.kernel.alive():
+                raise
+            self.request_stop("target exited")
+            return False
+        return True
 
     def _report(self, t: float) -> None:
         sim = self.sim

@@ -45,6 +45,11 @@ class RealKernel(KernelOps):
     def alive(self) -> bool:
         return procfs.pid_alive(self.pid)
 
+    def watermarks(self):
+        z = procfs.read_zoneinfo(self.root)
+        return {n: (z[n]["min"], z[n]["low"], z[n]["high"]) for n in self.topo.node_ids
+                if n in z}
+
     def damon(self, **attrs):
         ok, why = damon_available(self.root)
         if not ok:

@@ -169,6 +169,42 @@ def parse_vmstat(text: str) -> dict[str, int]:
     return out
 
 
+def parse_zoneinfo(text: str) -> dict[int, dict[str, int]]:
+    """Per node, the sums over its zones that manage pages of `pages free`, `min`,
+    `low`, `high` and `managed` (/proc/zoneinfo; the watermarks of
+    Documentation/mm/physical_memory.rst). Empty zones are skipped: they still list
+    watermarks (ZONE_MOVABLE shows 32) that no allocation meets."""
+    zones: list[tuple[int, dict[str, int]]] = []
+    for line in text.splitlines():
+        if line.startswith("Node "):
+            zones.append((int(line.split(",")[0].split()[1]),
+                          dict(free=0, min=0, low=0, high=0, managed=0)))
+            continue
+        parts = line.split()
+        if not zones or len(parts) < 2:
+            continue
+        z = zones[-1][1]
+        if parts[0] == "pages" and parts[1] == "free" and len(parts) > 2:
+            z["free"] = int(parts[2])
+        elif parts[0] in ("min", "low", "high", "managed") and parts[1].isdigit():
+            z[parts[0]] = int(parts[1])  # per-cpu lines read "high:  N", with a colon
+    out: dict[int, dict[str, int]] = {}
+    for nid, z in zones:
+        tot = out.setdefault(nid, dict(free=0, min=0, low=0, high=0, managed=0))
+        if z["managed"] > 0:
+            for k in tot:
+                tot[k] += z[k]
+    return out
+
+
+def read_zoneinfo(root="/") -> dict[int, dict[str, int]]:
+    """/proc/zoneinfo, summed per node (pages)."""
+    try:
+        return parse_zoneinfo(Path(root, "proc/zoneinfo").read_text())
+    except OSError as e:
+        raise TierlabError(f"cannot read {Path(root, 'proc/zoneinfo')}: {e.strerror}") from None
+
+
 def read_vmstat(root="/") -> dict[str, int]:
     """ROOT/proc/vmstat as a dict of ints."""
     path = Path(root) / "proc/vmstat"

@@ -110,13 +110,20 @@ def move_pages(pid: int, addrs, nodes=None, flags: int = MPOL_MF_MOVE) -> np.nda
             raise TierlabError(f"move_pages: {np.size(nodes)} target nodes for {n} pages") from None
     ret, err = _syscall("move_pages", ctypes.c_long(pid), ctypes.c_ulong(n), _ptr(addrs),
                         _ptr(nodes), _ptr(status), ctypes.c_long(flags))
+    if ret < 0 and nodes is not None and err in (errno.ENOMEM, errno.EBUSY, errno.EAGAIN):
+        # the target node ran out of memory (or pages were busy) part-way: a refusal of
+        # the pages not moved, not a failure of the call; where they are is asked below
+        status[:] = _UNSET
+        ret, fail_code = 0, -err
+    else:
+        fail_code = -errno.EBUSY
     if ret < 0:
         raise _move_error(pid, err, nodes, flags)
     unset = status == _UNSET
     if unset.any():
         where = move_pages(pid, addrs[unset], None)
         want = nodes[unset] if nodes is not None else where
-        status[unset] = np.where((where == want) | (where < 0), where, -errno.EBUSY)
+        status[unset] = np.where((where == want) | (where < 0), where, fail_code)
     return status
 
 

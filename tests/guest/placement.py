@@ -1,0 +1,133 @@
+"""Sample where a hotcold process's hot and cold ranges live, and the tiering counters.
+
+    python3 placement.py --ready FILE_OR_JSON [--pid PID] [--interval-ms 500] [--prefix P]
+
+--ready is hotcold's ready line (a file, waited for, or the JSON text); it gives the pid and
+the [start, end) of both ranges. While the pid lives, every interval prints one JSON line:
+
+    {"t": s since first sample, "uptime": s, "hot": {"N0": pages, "N1": pages},
+     "cold": {...}, "vmstat": {"pgpromote_success": n, "pgdemote_kswapd": n, ...}}
+
+Page counts come from /proc/PID/numa_maps (4 KiB pages, summed over every VMA that starts
+inside the range, so a range split by mbind/madvise still adds up); vmstat values are the
+absolute /proc/vmstat counters. Standard library only: runs on the guest's python and on
+the host.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+VMSTAT_KEYS = ("pgpromote_success", "pgpromote_candidate", "pgdemote_kswapd", "pgdemote_direct",
+               "pgdemote_khugepaged", "pgmigrate_success", "pgmigrate_fail",
+               "numa_pages_migrated", "numa_hint_faults", "numa_pte_updates")
+_NODE = re.compile(r"\bN(\d+)=(\d+)")
+
+
+def read_vmstat(path: str = "/proc/vmstat") -> dict:
+    out = {}
+    with open(path) as f:
+        for line in f:
+            k, _, v = line.partition(" ")
+            if k in VMSTAT_KEYS:
+                out[k] = int(v)
+    return out
+
+
+def memory_nodes(path: str = "/sys/devices/system/node/has_memory") -> list:
+    """Node ids with memory ("0-1,3" -> [0, 1, 3]); [] when unknown."""
+    try:
+        with open(path) as f:
+            spec = f.read().strip()
+    except OSError:
+        return []
+    nodes = []
+    for part in filter(None, spec.split(",")):
+        lo, _, hi = part.partition("-")
+        nodes.extend(range(int(lo), int(hi or lo) + 1))
+    return nodes
+
+
+def parse_numa_maps(text: str, ranges: dict, nodes=()) -> dict:
+    """{name: {"N0": pages, ...}} for VMAs whose start lies in each [start, end) range;
+    every node in `nodes` is present (0 when the range has no page there)."""
+    out = {name: {f"N{n}": 0 for n in nodes} for name in ranges}
+    for line in text.splitlines():
+        head = line.split(" ", 1)[0]
+        try:
+            start = int(head, 16)
+        except ValueError:
+            continue
+        for name, (lo, hi) in ranges.items():
+            if lo <= start < hi:
+                counts = out[name]
+                for node, n in _NODE.findall(line):
+                    counts["N" + node] = counts.get("N" + node, 0) + int(n)
+    return out
+
+
+def load_ready(spec: str, timeout: float = 120.0) -> dict:
+    if spec.lstrip().startswith("{"):
+        return json.loads(spec)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(spec):
+        if time.monotonic() > deadline:
+            sys.exit(f"placement: no ready file {spec} after {timeout:.0f} s")
+        time.sleep(0.05)
+    with open(spec) as f:
+        return json.loads(f.read())
+
+
+def uptime() -> float:
+    try:
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0])
+    except OSError:
+        return time.monotonic()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ready", required=True, help="hotcold ready line: file path or JSON")
+    ap.add_argument("--pid", type=int, help="process to sample (default: the ready line's pid)")
+    ap.add_argument("--interval-ms", type=float, default=500)
+    ap.add_argument("--prefix", default="", help="printed before every JSON line")
+    ap.add_argument("--kind", default="", help='add "kind": KIND as the first key')
+    ap.add_argument("--count", type=int, default=0, help="stop after this many samples (0: until exit)")
+    a = ap.parse_args(argv)
+    ready = load_ready(a.ready)
+    pid = a.pid or ready["pid"]
+    ranges = {"hot": tuple(ready["hot"]), "cold": tuple(ready["cold"])}
+    nodes = memory_nodes()
+    t0, n = None, 0
+    period = a.interval_ms / 1000.0
+    next_t = time.monotonic()
+    while True:
+        try:
+            with open(f"/proc/{pid}/numa_maps") as f:
+                text = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        if not text:          # exiting process: numa_maps reads empty
+            break
+        now = time.monotonic()
+        t0 = now if t0 is None else t0
+        rec = {"kind": a.kind} if a.kind else {}
+        rec.update(t=round(now - t0, 3), uptime=uptime())
+        rec.update(parse_numa_maps(text, ranges, nodes))
+        rec["vmstat"] = read_vmstat()
+        print(a.prefix + json.dumps(rec, separators=(",", ":")), flush=True)
+        n += 1
+        if a.count and n >= a.count:
+            break
+        next_t += period
+        time.sleep(max(0.0, next_t - time.monotonic()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
