@@ -354,3 +354,34 @@ def test_unknown_mover_is_a_clear_error():
     from tierlab.errors import TierlabError
     with pytest.raises(TierlabError, match="valid: linux, nimble"):
         Costs.for_mover("dma")
+
+
+def test_machine_watermarks_from_toml_reach_memory(tmp_path):
+    """Small nodes have large watermarks (min_free_kbytes): a machine carries its own,
+    the engine's Memory uses them, and a bad triple is refused with the valid form."""
+    from tierlab import api
+    from tierlab.errors import TierlabError
+    toml = """[machine]
+name = "small"
+watermarks = [0.05, 0.06, 0.07]
+[[tier]]
+name = "dram"
+capacity = "64MiB"
+read_lat_ns = 100
+read_bw = "10GB"
+[[tier]]
+name = "cxl"
+kind = "cxl"
+capacity = "256MiB"
+read_lat_ns = 300
+read_bw = "5GB"
+has_cpus = false
+"""
+    p = tmp_path / "small.toml"
+    p.write_text(toml)
+    sim = api.simulation(machine=str(p), workload="gups:uniform,size=32MiB", policy="static")
+    cap = sim.mem.capacity[0]
+    assert sim.mem.wmark_min[0] == int(cap * 0.05) and sim.mem.wmark_high[0] == int(cap * 0.07)
+    p.write_text(toml.replace("[0.05, 0.06, 0.07]", "[0.07, 0.06, 0.05]"))
+    with pytest.raises(TierlabError, match="watermarks"):
+        api.make_machine(str(p))

@@ -108,7 +108,7 @@ class Simulation:
                 f"workload {workload.name} needs {workload.footprint_pages * PAGE / 2**30:.3g} GiB"
                 f" but machine {machine.name} has {machine.capacity_pages * PAGE / 2**30:.3g} GiB;"
                 f" use a smaller workload or a larger machine (or --scale both)")
-        self.mem = Memory(machine, workload.npages)
+        self.mem = Memory(machine, workload.npages, *machine.watermarks)
         self.stats = Stats()
         self.now = 0.0
         self.work = 0.0

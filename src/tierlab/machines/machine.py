@@ -67,6 +67,11 @@ class Machine:
     hint_fault_s: float = 1.5e-6
     cores_per_socket: float = 24
     description: str = ""
+    #: min, low, high watermarks as fractions of each node (engine/memory.py). Linux
+    #: derives them from min_free_kbytes and watermark_scale_factor: on a large node
+    #: about 0.5/1/1.5% is typical; on a small one min_free_kbytes makes them several
+    #: percent (the 465 MiB node of the test guest: 4.6/5.9/7.1%, docs/linux.md)
+    watermarks: tuple = (0.005, 0.01, 0.015)
 
     def __post_init__(self):
         if not self.demotion:
@@ -176,6 +181,15 @@ def machine_from_dict(d: dict, source: str) -> Machine:
             kw[k + "_s"] = parse_duration(m[k], k)
     if "demotion" in m:
         kw["demotion"] = [int(x) for x in m["demotion"]]
+    if "watermarks" in m:
+        try:
+            wm = tuple(float(x) for x in m["watermarks"])
+        except (TypeError, ValueError):
+            wm = ()
+        if len(wm) != 3 or not 0 <= wm[0] <= wm[1] <= wm[2] < 0.5:
+            raise TierlabError(f"{source}: watermarks {m['watermarks']!r}: expected "
+                               "[min, low, high] fractions with 0 <= min <= low <= high < 0.5")
+        kw["watermarks"] = wm
     return Machine(name=str(m.get("name", Path(source).stem)), tiers=tiers,
                    description=str(m.get("description", "")), **kw)
 

@@ -26,6 +26,9 @@ hc=$!
 if wait_file /tmp/hc.ready 300 $hc; then
   python3 /guest/placement.py --ready /tmp/hc.ready --count 1 --kind placement-initial \
     --prefix "TIERLAB-RESULT "
+  # the page allocator's watermarks per node (summed over zones), for the simulator's
+  # machine that mirrors this guest (scripts/sim_vs_kernel.py)
+  res zoneinfo nodes "$(awk '/^Node/{n=$2; sub(",","",n)} /^ +managed/{m[n]+=$2} /^ +min /{a[n]+=$2} /^ +low /{b[n]+=$2} /^ +high /{c[n]+=$2} END{printf "{"; s=""; for (k in m) {printf "%s\"%s\":{\"managed\":%d,\"min\":%d,\"low\":%d,\"high\":%d}", s, k, m[k], a[k], b[k], c[k]; s=","} printf "}"}' /proc/zoneinfo)"
   echo 2 > /proc/sys/kernel/numa_balancing
   res tiering-on numa_balancing "$(cat /proc/sys/kernel/numa_balancing)" uptime "$(uptime_s)"
   python3 /guest/placement.py --ready /tmp/hc.ready --interval-ms "$SAMPLE" --kind placement \
