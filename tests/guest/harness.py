@@ -332,9 +332,10 @@ TEST_BOOTS = {
                                   alloc=os.environ.get("TIERLAB_GUEST_ALLOC", "dram-preferred"),
                                   hot_mib=64, cold_mib=240, hot_node=1, cold_node=0,
                                   seconds=40)),
+    "real": dict(scenario="real", timeout=400),
 }
 # longest first, so the parallel lanes finish together
-TEST_ORDER = ["kernel-tiering", "daemon-exec", "smoke", "daemon-contract"]
+TEST_ORDER = ["real", "kernel-tiering", "daemon-exec", "smoke", "daemon-contract"]
 
 
 _exec_ok: bool | None = None
