@@ -428,3 +428,20 @@ def test_survives_moves_growth_and_frees(policy, hotcold):
     assert sim.mem.allocated == 3000 + 400 - 200
     hf = sim.policy.scanner.hf
     assert not hf.is_armed(np.arange(200)).any()  # freed pages were disarmed
+
+
+def test_hint_faults_are_handled_one_after_another_per_thread():
+    """docs/sim-vs-kernel: a thread handles its faults in turn (fault + copy in its
+    context), so a burst of faults is spread by their cost; kswapd frees room
+    meanwhile. h_j = max(t_j, h_(j-1) + c / threads)."""
+    from tierlab.policies.autonuma import handled_times
+    t = np.array([0.0, 0.0, 0.0, 1.0, 1.0001])
+    h = handled_times(t, 0.01, threads=1.0)
+    assert np.allclose(h, [0.0, 0.01, 0.02, 1.0, 1.01])
+    h2 = handled_times(t, 0.01, threads=2.0)
+    assert np.allclose(h2, [0.0, 0.005, 0.01, 1.0, 1.005])
+    # costs per fault (promoted ones also copy)
+    h3 = handled_times(t[:3], np.array([0.01, 0.0, 0.0]), threads=1.0)
+    assert np.allclose(h3, [0.0, 0.01, 0.01])
+    assert np.all(np.diff(handled_times(np.sort(np.random.default_rng(0).random(50)), 0.003,
+                                        1.0)) >= 0.003 - 1e-12)
