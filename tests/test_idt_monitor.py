@@ -102,3 +102,25 @@ def test_bad_parameters():
         MONITORS.create("idt-regions,merge_rule=nope")
     with pytest.raises(TierlabError, match="window"):
         MONITORS.create("idt-regions,window=80")
+
+
+def test_merge_and_split_decisions_on_crafted_histories():
+    """Merge only if every 16-bit window passes Fisher's test; split a region whose two
+    samples disagreed."""
+    from tierlab.monitors.idt_regions import IdtRegions
+    mon = IdtRegions(min_nr_regions=3, max_nr_regions=100)
+    same = np.uint64(0xAAAAAAAAAAAAAAAA)
+    busy, idle = np.uint64(0xFFFFFFFFFFFFFFFF), np.uint64(0)
+    recent = np.uint64(0xFFFF)  # accessed in the newest 16 aggregations only
+    h = np.array([same, same, busy, idle, idle, recent], dtype=np.uint64)
+    sim_ok = mon._similar(h, 64)
+    # equal histories merge; all-accessed vs never does not; idle vs idle-then-busy
+    # differs in one window only, which is enough to keep them apart
+    assert sim_ok.tolist() == [True, False, False, True, False]
+    mon.set_regions([0, 100, 200], [100, 200, 300])
+    mon._sync()
+    mon._dis = np.array([0, 3, 0])
+    mon._split_disagreeing()
+    assert len(mon.regions) == 4
+    assert mon.regions.start.tolist()[:2] == [0, 100] and mon.regions.end.tolist()[-1] == 300
+    assert 100 < mon.regions.start[2] < 200  # the disagreeing region was cut inside

@@ -172,3 +172,77 @@ def test_prp_threshold_reset_option():
     assert counts["idt:prp_reset=aggregation"] > 10 * counts["idt"]
     with pytest.raises(TierlabError, match="prp_reset"):
         api.make_policy("idt:prp_reset=sometimes")
+
+
+def _crafted(policy, fill, regions, nr, age, slow=()):
+    """An attached policy on a 2-tier machine whose fast node holds pages [0, fill) and
+    whose monitor shows the given regions (start, end), nr_accesses and ages; ranges in
+    `slow` are placed on the slow node."""
+    sim = _sim(policy)
+    pol = sim.policy
+    pol.attach(sim)
+    sim.mem.place_range(0, fill, 0)
+    for a, b in slow:
+        sim.mem.place_range(a, b, 1)
+    s, e = zip(*regions)
+    pol.monitor.set_regions(list(s), list(e), nr, age)
+    return sim, pol
+
+
+def _node_now(sim, pol):
+    regs = pol.monitor.regions
+    return sim.mem.node[(regs.start + regs.end - 1) // 2].astype(np.int64), regs
+
+
+def test_watermark_transition_to_aggressive_mode():
+    """free <= critical_wmark (1%): the access threshold becomes (min + max) / 2 and age
+    no longer matters; every region at or below it is demoted, coldest first."""
+    regs = [(i * 102, (i + 1) * 102) for i in range(10)]
+    nr = [0, 0, 2, 4, 6, 8, 10, 12, 14, 20]
+    sim, pol = _crafted("idt-norl", 1020, regs, nr, [0] * 10)  # 4 pages free: 0.4%
+    node, r = _node_now(sim, pol)
+    entry = {"nodes": {}}
+    pol._demote_node(0, r, node, np.array(nr), np.zeros(10, dtype=np.int64), entry)
+    e = entry["nodes"][0]
+    assert e["aggressive"] and e["access_thres"] == 10 and e["eligible"] == 7
+    after, _ = _node_now(sim, pol)
+    assert after.tolist() == [1] * 7 + [0] * 3
+
+
+def test_watermark_transition_to_normal_demotion_uses_min_and_age():
+    """critical_wmark < free <= demote_wmark: threshold = min nr_accesses, and a region
+    must also be at least age_thres old (10 under idt-norl)."""
+    regs = [(0, 243), (243, 486), (486, 729), (729, 973)]
+    nr, age = [0, 0, 0, 3], [20, 5, 15, 30]
+    sim, pol = _crafted("idt-norl", 973, regs, nr, age)  # 51 pages free: 5%
+    node, r = _node_now(sim, pol)
+    entry = {"nodes": {}}
+    pol._demote_node(0, r, node, np.array(nr), np.array(age), entry)
+    assert not entry["nodes"][0]["aggressive"] and entry["nodes"][0]["access_thres"] == 0
+    after, _ = _node_now(sim, pol)
+    assert after.tolist() == [1, 0, 1, 0]
+
+
+def test_prp_picks_the_nearest_by_address_gap_and_history_and_tightens():
+    """PRP: among lower-node regions near the ARP region, the nearest by normalised
+    address gap + normalised Hamming distance of histories is promoted if under the
+    threshold, which then becomes that distance. A top-node region is never chosen."""
+    regs = [(1000, 1010), (1010, 1020), (1020, 1030), (1100, 1110), (1200, 1210)]
+    sim, pol = _crafted("idt", 0, regs, [5, 0, 0, 0, 0], [0] * 5,
+                        slow=[(1020, 1030), (1100, 1110), (1200, 1210)])
+    sim.mem.place_range(1000, 1020, 0)  # the ARP region and a top-node neighbour
+    full = np.uint64(0xFFFFFFFFFFFFFFFF)
+    pol.monitor._set_hist(np.array([full, full, np.uint64(0xFFFFFFFF), full,
+                                    np.uint64(0)], dtype=np.uint64))
+    node, r = _node_now(sim, pol)
+    pol._prp(0, r, node)
+    after, _ = _node_now(sim, pol)
+    # (1020, 1030): 10 pages away, 32 bits apart -> ~0.5; (1100, 1110): 90 pages away,
+    # the same history -> 90 / window
+    assert after.tolist() == [0, 0, 1, 0, 1]
+    assert pol.counts["prp"] == 1
+    assert pol.prp_thres == pytest.approx(90 / pol.prp_window)
+    node, r = _node_now(sim, pol)
+    pol._prp(0, r, node)  # the next best (0.5) is now above the tightened threshold
+    after, _ = _node_now(sim, pol)
+    assert after.tolist() == [0, 0, 1, 0, 1] and pol.counts["prp"] == 1
