@@ -31,6 +31,10 @@ class KernelOps:
     `move(va, node)` -> status per page (node id on success, negative errno);
     `free_pages()` -> free pages per node id; `alive()`; `damon(**attrs)` -> an
     object with `start()`, `read_regions()`, `stop()`, `alive()` (linux/damon_sysfs.py).
+    With `idle_page_tracking` (Documentation/admin-guide/mm/idle_page_tracking.rst):
+    `pfns(va)` -> the PFN whose idle bit stands for each page (0 where not present),
+    `set_idle(pfns)` marks pages idle, `idle(pfns)` -> bool per PFN, still idle
+    (linux/idle_sampler.py).
     """
 
     def vmas(self) -> list[tuple[int, int]]:
@@ -57,6 +61,15 @@ class KernelOps:
         raise TierlabError("DAMON is not available on this kernel")
 
     idle_page_tracking = False
+
+    def pfns(self, va: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def set_idle(self, pfns: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def idle(self, pfns: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
 
 
 class AddressSpace:
@@ -375,7 +388,16 @@ class LinuxSim:
         """Run `mon` (a `monitors.damon.Damon`) on the kernel's DAMON: a kdamond with
         the monitor's intervals and region limits watches the target (vaddr), and every
         aggregation interval its regions, mapped into the page index space, are
-        published to the monitor's subscribers as the simulated DAMON would."""
+        published to the monitor's subscribers as the simulated DAMON would.
+
+        IDT's own monitor (`idt-regions`) on a kernel with idle page tracking samples
+        its pages itself instead (linux/idle_sampler.py), with no kdamond."""
+        from ..monitors.idt_regions import IdtRegions
+        if getattr(self.kernel, "idle_page_tracking", False) and isinstance(mon, IdtRegions):
+            from .idle_sampler import IdleSampler
+            IdleSampler(self, mon).start()
+            self.monitors.setdefault(mon.name, mon)
+            return
         d = self.kernel.damon(sample_us=round(mon.sample_interval * 1e6),
                               aggr_us=round(mon.aggr_interval * 1e6),
                               update_us=round(mon.update_interval * 1e6),

@@ -1,6 +1,9 @@
 """`KernelOps` on the running kernel: /proc, move_pages(2), node meminfo, DAMON sysfs."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 
 from . import procfs, syscalls, topology
@@ -55,3 +58,92 @@ class RealKernel(KernelOps):
         if not ok:
             raise TierlabError(f"this policy needs DAMON: {why}")
         return DamonSysfs(self.pid, root=self.root, **attrs)
+
+    # -- idle page tracking (Documentation/admin-guide/mm/idle_page_tracking.rst) ----
+    #: pages between two wanted ones below which one pagemap read covers the gap
+    PAGEMAP_GAP_PAGES = 512
+    #: /proc/kpageflags bits (Documentation/admin-guide/mm/pagemap.rst)
+    KPF_COMPOUND_HEAD = 15
+    KPF_THP = 22
+
+    def pfns(self, va: np.ndarray) -> np.ndarray:
+        """The PFN whose idle bit stands for the page at each address, 0 where not
+        present: the page's own, or for a PMD-mapped transparent huge page its head's
+        (the kernel keeps the idle flag on the head only; a tail always reads "not
+        idle"). /proc/PID/pagemap with one pread per run of close pages; a page whose
+        PFN has its address's offset in 2 MiB is checked in /proc/kpageflags at the
+        would-be head (KPF_THP and KPF_COMPOUND_HEAD). Smaller multi-size THPs are
+        not recognised (their tails would read as accessed)."""
+        va = np.asarray(va, dtype=np.uint64).reshape(-1)
+        out = np.zeros(va.size, dtype=np.uint64)
+        if va.size == 0:
+            return out
+        vpn = (va // np.uint64(PAGE)).astype(np.int64)
+        order = np.argsort(vpn, kind="stable")
+        sv = vpn[order]
+        cut = np.flatnonzero(np.diff(sv) > self.PAGEMAP_GAP_PAGES) + 1
+        for a, b in zip([0, *cut.tolist()], [*cut.tolist(), sv.size]):
+            lo = int(sv[a])
+            raw = procfs.read_pagemap(self.pid, lo * PAGE, (int(sv[b - 1]) + 1) * PAGE)
+            out[order[a:b]] = procfs.pagemap_pfns(raw)[sv[a:b] - lo]
+        off = (vpn & 511).astype(np.uint64)
+        cand = (out != 0) & ((out & np.uint64(511)) == off)
+        if not cand.any():
+            return out
+        head = out - off
+        heads = np.unique(head[cand])
+        flags = self._kpageflags(heads)
+        want = np.uint64((1 << self.KPF_COMPOUND_HEAD) | (1 << self.KPF_THP))
+        thp = (flags & want) == want
+        cand[cand] = thp[np.searchsorted(heads, head[cand])]
+        return np.where(cand, head, out)
+
+    def _kpageflags(self, pfns: np.ndarray) -> np.ndarray:
+        """/proc/kpageflags of each PFN (one pread each: THP heads are 512 apart)."""
+        path = Path(self.root, "proc/kpageflags")
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            raise TierlabError(f"cannot read {path}: {e.strerror} (root needed)") from None
+        try:
+            got = b"".join(os.pread(fd, 8, int(p) * 8).ljust(8, b"\0")
+                           for p in pfns.tolist())
+        except OSError as e:
+            raise TierlabError(f"cannot read {path}: {e.strerror}") from None
+        finally:
+            os.close(fd)
+        return np.frombuffer(got, dtype=np.uint64)
+
+    def set_idle(self, pfns: np.ndarray) -> None:
+        """Mark the pages idle: procfs.set_idle, one pwrite per group of close words
+        (the kernel skips zero bits: page_idle_bitmap_write)."""
+        procfs.set_idle(pfns, Path(self.root, procfs.IDLE_BITMAP))
+
+    def idle(self, pfns: np.ndarray) -> np.ndarray:
+        """Bool per PFN: still idle since `set_idle` (bit set), i.e. not accessed.
+        Only the 8-byte words holding the PFNs are read, one pread per run of
+        consecutive words: the kernel looks up every page of a word it reads and walks
+        the reverse map of each one flagged idle (page_idle_bitmap_read), so reading
+        through gaps (procfs.read_idle) would pay for every idle page in them."""
+        pfns = np.asarray(pfns, dtype=np.uint64).reshape(-1)
+        if pfns.size == 0:
+            return np.zeros(0, dtype=bool)
+        bitmap = Path(self.root, procfs.IDLE_BITMAP)
+        uw, inv = np.unique(pfns >> np.uint64(6), return_inverse=True)
+        first = np.flatnonzero(np.diff(uw) != 1) + 1
+        starts = np.concatenate(([0], first))
+        lens = (np.diff(np.append(starts, uw.size)) * 8).tolist()
+        offs = (uw[starts] * np.uint64(8)).tolist()
+        fd = procfs._open_bitmap(bitmap, os.O_RDONLY)
+        try:
+            chunks = [os.pread(fd, n, off) for off, n in zip(offs, lens)]
+        except OSError as e:
+            raise TierlabError(f"cannot read {bitmap}: {e.strerror}") from None
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        if len(data) != 8 * uw.size:  # words past the end of memory read short
+            data = b"".join(c.ljust(n, b"\0") for c, n in zip(chunks, lens))
+        vals = np.frombuffer(data, dtype=np.uint64)
+        bit = (vals[inv.reshape(-1)] >> (pfns & np.uint64(63))) & np.uint64(1)
+        return bit.astype(bool)

@@ -129,13 +129,16 @@ class IDT(Policy):
     # -- setup -------------------------------------------------------------------
     def _make_monitor(self, sim):
         name = self.monitor_name
-        if name == "idt-regions" and getattr(sim, "real", False):
+        if name == "idt-regions" and getattr(sim, "real", False) and \
+                not getattr(sim.kernel, "idle_page_tracking", False):
             # issue 5: IDT's own sampling needs per-page accessed bits from user space
-            # (idle page tracking); the Linux backend runs IDT's policy on the kernel's
-            # DAMON with IDT's intervals instead, and says so.
-            sim.note("idt: IDT's region monitor needs per-page accessed bits, which this "
-                     "backend does not read; using the kernel's DAMON with IDT's intervals "
-                     "(10 ms / 1 s / 1000-10000 regions), as idt-damon")
+            # (idle page tracking, linux/idle_sampler.py); without it the Linux backend
+            # runs IDT's policy on the kernel's DAMON with IDT's intervals, and says so.
+            sim.note("idt: IDT's region monitor needs per-page accessed bits from idle "
+                     "page tracking (/sys/kernel/mm/page_idle/bitmap, writable: "
+                     "CONFIG_IDLE_PAGE_TRACKING and root), not available here; using the "
+                     "kernel's DAMON with IDT's intervals (10 ms / 1 s / 1000-10000 "
+                     "regions), as idt-damon")
             name = "damon"
         if name == "damon":
             # IDT's intervals and region limits on the plain DAMON monitor (idt-damon)
