@@ -39,7 +39,9 @@ def test_tierlab_exec_runs_policy_in_guest(request):
     assert ex["rc_matches_child"] is True and ex["checksum"] == "ok", ex
     secs = BOOTS["daemon-exec"]["args"]["seconds"]
     lines = len(run.of("exec-line")) + len(run.of("exec-interval"))
-    assert lines >= secs // 2, f"{lines} output lines for a {secs} s run at 1 s intervals"
+    # one line per interval at most; fewer when a monitoring pass (a DAMON read of
+    # 1,000+ regions under TCG) outlasts the interval, more so on a loaded host
+    assert lines >= secs // 5, f"{lines} output lines for a {secs} s run at 1 s intervals"
     assert "data" in run.one("exec-results"), run.one("exec-results")
 
 
