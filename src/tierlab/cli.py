@@ -152,7 +152,7 @@ def cmd_compare(a) -> int:
 
 
 def cmd_reproduce(a) -> int:
-    from .reports.reproduce import REPRODUCTIONS
+    from .reports.reproduce import REPRODUCTION_SCALE, REPRODUCTIONS
     if a.name not in REPRODUCTIONS:
         raise TierlabError(f"unknown reproduction {a.name!r}; valid: "
                            f"{', '.join(REPRODUCTIONS)}")
@@ -168,8 +168,48 @@ def cmd_reproduce(a) -> int:
                 err.print(f"[{count[0]}] {job.machine} {job.workload} {job.policy}: "
                           f"{rec['wall_seconds']:.1f} s", highlight=False, markup=False)
 
-        path = REPRODUCTIONS[a.name](Path(a.out), a.scale, wls, a.jobs, on_done=done)
+        scale = a.scale if a.scale is not None else REPRODUCTION_SCALE[a.name]
+        path = REPRODUCTIONS[a.name](Path(a.out), scale, wls, a.jobs, on_done=done)
     out.print(f"wrote {path} (figures and results.json beside it)")
+    return 0
+
+
+def cmd_telemetry(a) -> int:
+    from rich.table import Table
+    from .reports.telemetry import run_telemetry, split_monitors, write_telemetry
+    monitors = split_monitors(a.monitors)
+    with _progress() as prog:
+        tasks = {n: prog.add_task(n, total=1.0) for n in monitors}
+
+        def done(name, e):
+            prog.update(tasks[name], completed=1.0)
+            s = e["summary"]
+            pr = lambda v: "-" if v is None else f"{100 * v:.0f}%"  # noqa: E731
+            err.print(f"{name}: {e['sim_seconds']:.0f} simulated s in "
+                      f"{e['wall_seconds']:.1f} s, last precision {pr(s['last_precision'])}"
+                      f", recall {pr(s['last_recall'])}", highlight=False, markup=False)
+
+        res = run_telemetry(a.workload, monitors, machine=a.machine, seed=a.seed,
+                            window=a.window, hot_min=a.hot_min,
+                            note=lambda t: err.print(t, highlight=False, markup=False),
+                            progress=lambda n, f: prog.update(tasks[n], completed=f),
+                            on_done=done)
+    t = Table(title=f"{a.workload} on {res['machine']}: hot = > {a.hot_min:g} accessed 5 ms "
+              f"intervals per {a.window:g} s")
+    for col in ("monitor", "mean precision", "mean recall", "last precision", "last recall",
+                "recall >= 90% at", "monitor CPU", "wall s"):
+        t.add_column(col, justify="left" if col == "monitor" else "right")
+    pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    for e in res["monitors"]:
+        s = e["summary"]
+        t.add_row(e["monitor"], pct(s["mean_precision"]), pct(s["mean_recall"]),
+                  pct(s["last_precision"]), pct(s["last_recall"]),
+                  "-" if s["recall90_at"] is None else f"{s['recall90_at']:.0f} s",
+                  f"{e['monitor_cpu_seconds']:.3g} s ({100 * e['cpu_share']:.2g}%)",
+                  f"{e['wall_seconds']:.1f}")
+    out.print(t)
+    paths = write_telemetry(res, Path(a.out))
+    out.print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 
 
@@ -310,15 +350,45 @@ def parser() -> argparse.ArgumentParser:
                         "simulator and write DIR/README.md (tables with the paper's numbers "
                         "next to the simulator's), PNG figures and DIR/results.json.",
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    rp.add_argument("name", help="which paper: idt")
+    rp.add_argument("name", help="which paper: idt, hemem")
     rp.add_argument("--out", required=True, help="output directory")
-    rp.add_argument("--scale", type=_scale, default=1 / 64,
-                    help="miniature scale (default 1/64, as the @baselines suite)")
+    rp.add_argument("--scale", type=_scale, default=None,
+                    help="miniature scale (default: idt 1/64, as the @baselines suite; "
+                    "hemem 1/256, a 2 GiB miniature of its 512 GiB GUPS)")
     rp.add_argument("--workloads", type=_csv, default=["@baselines"],
                     help="workload specs or @SUITE (default: @baselines)")
     rp.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="parallel processes (default: all cores)")
     rp.set_defaults(fn=cmd_reproduce)
+
+    te = sub.add_parser("telemetry", help="precision and recall of monitors' hot sets "
+                        "over time (Telescope, ATC'24)",
+                        description="Run each monitor alone on the workload (policy static, "
+                        "nothing migrates) and score its hot set every window against the "
+                        "workload's true hot set: precision, recall and monitor CPU over "
+                        "time. Writes DIR/telemetry.json, DIR/telemetry.csv and "
+                        "DIR/telemetry.png. A region is hot when its nr_accesses exceed "
+                        "--hot-min over a window; a page is truly hot when a 5 ms check of "
+                        "its accessed bit would find it set more than --hot-min times per "
+                        "window, in expectation (docs in reports/telemetry.py).",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    te.add_argument("--workload", required=True,
+                    help="workload spec, e.g. masim:telescope-5t")
+    te.add_argument("--monitors", default="damon,pebs,telescope-bounded,telescope-flex",
+                    help="comma-separated monitor specs (default: damon, pebs, "
+                    "telescope-bounded, telescope-flex; `tierlab list monitors`); DAMON "
+                    "and Telescope run at 5 ms / 200 ms unless aggr= is given")
+    te.add_argument("--machine", default=None,
+                    help="machine preset or TOML file (default: optane-2tier with DRAM "
+                    "holding the whole footprint)")
+    te.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    te.add_argument("--window", type=float, default=1.0,
+                    help="seconds per precision/recall point (default: 1)")
+    te.add_argument("--hot-min", type=float, default=5.0,
+                    help="hot: more than this many accessed 5 ms samples per window "
+                    "(default: 5, ATC'24)")
+    te.add_argument("--out", required=True, help="output directory")
+    te.set_defaults(fn=cmd_telemetry)
 
     def real(sp):
         sp.add_argument("--policy", default="damon-tiering",
