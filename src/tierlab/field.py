@@ -25,6 +25,20 @@ def uniq(a, counts: bool = False):
     return u, np.diff(np.concatenate((idx, [len(a)])))
 
 
+#: pages per bincount pass in `per_node_totals`: bincount widens its input to int64,
+#: so a 5 TiB segment (1.3e9 pages) in one pass would need 10 GB (DESIGN.md: < 4 GiB)
+_CHUNK = 1 << 24
+
+
+def _node_counts(node: np.ndarray, s: int, e: int, nnodes: int) -> np.ndarray:
+    """Pages of node[s:e] on each node 0..nnodes-1, and (last) unallocated ones."""
+    out = np.zeros(nnodes + 1, dtype=np.int64)
+    for a in range(s, e, _CHUNK):
+        out += np.bincount(np.minimum(node[a:min(a + _CHUNK, e)], nnodes),
+                           minlength=nnodes + 1)
+    return out
+
+
 class RateField:
     """Disjoint sorted segments [starts[i], ends[i]) with per-page `read`/`write` rates."""
 
@@ -181,18 +195,23 @@ class RateField:
         the totals incrementally on migration.
         """
         k = nnodes + 1  # column nnodes collects unallocated pages (node value 255)
-        if self.nsegments <= 512:
-            counts = np.stack([np.bincount(np.minimum(node[s:e], nnodes), minlength=k)
-                               for s, e in zip(self.starts.tolist(), self.ends.tolist())]) \
-                if self.nsegments else np.zeros((0, k))
-        else:
-            lengths = self.ends - self.starts
-            covered = int(lengths.sum())
-            offs = np.repeat(self.starts - np.concatenate(([0], np.cumsum(lengths)[:-1])),
-                             lengths)
-            idx = np.minimum(node[np.arange(covered, dtype=np.int64) + offs], nnodes)
-            seg = np.repeat(np.arange(self.nsegments, dtype=np.int64), lengths)
-            counts = np.bincount(seg * k + idx, minlength=self.nsegments * k)
-            counts = counts.reshape(self.nsegments, k)
+        n = self.nsegments
+        lengths = (self.ends - self.starts).astype(np.int64)
+        counts = np.zeros((n, k), dtype=np.int64)
+        cum = np.cumsum(lengths)
+        i = 0
+        while i < n:  # batches of whole segments covering at most _CHUNK pages
+            base = int(cum[i - 1]) if i else 0
+            j = max(int(np.searchsorted(cum, base + _CHUNK, side="right")), i + 1)
+            if j == i + 1:
+                counts[i] = _node_counts(node, int(self.starts[i]), int(self.ends[i]), nnodes)
+            else:
+                ln = lengths[i:j]
+                offs = np.repeat(self.starts[i:j] - (np.concatenate(([0], np.cumsum(ln)[:-1]))),
+                                 ln)
+                idx = np.minimum(node[np.arange(int(ln.sum()), dtype=np.int64) + offs], nnodes)
+                seg = np.repeat(np.arange(j - i, dtype=np.int64), ln)
+                counts[i:j] = np.bincount(seg * k + idx, minlength=(j - i) * k).reshape(j - i, k)
+            i = j
         counts = counts[:, :nnodes].astype(np.float64)
         return self.read @ counts, self.write @ counts
