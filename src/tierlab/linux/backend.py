@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..engine.engine import _unique_in_order
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..units import PAGE
@@ -302,7 +303,7 @@ class LinuxSim:
         watermark. Pages not present or already on dst are skipped; the
         kernel's per-page status (busy, no memory, gone) is counted in
         `stats.failed`; placement is updated from the returned status."""
-        pages = np.unique(np.asarray(pages, dtype=np.int64))
+        pages = _unique_in_order(np.asarray(pages, dtype=np.int64))  # callers list by priority
         if pages.size == 0:
             return 0
         cur = self.mem.node[pages]
