@@ -255,9 +255,13 @@ def test_target_exiting_during_a_kernel_call_is_a_clean_stop():
 def test_moves_keep_the_callers_priority_order_when_room_is_short():
     """Policies list pages coldest (or hottest) first; when the target has room for only
     some, those listed first move (the engine's rule), not the lowest page numbers."""
-    sim, proc, _ = make()
+    clock = Clock()
+    proc = FakeProcess(clock)
+    proc.watermarks = lambda: {0: (340, 350, 380), 2: (10, 20, 30)}  # free 400: room 50
+    sim = LinuxSim(machine2(), proc.ids, proc, api.make_policy("static"), clock=clock)
     hot = np.flatnonzero(sim.space.to_va(np.arange(sim.space.used)) >= proc.hot[0])
     room = int(sim.mem.free[0] - sim.mem.wmark_low[0])
+    assert room == 50 < hot.size
     want = hot[::-1][:room]  # the last hot pages first
     assert sim.migrate(hot[::-1], 0) == room
     assert np.all(sim.mem.node[want] == 0)
