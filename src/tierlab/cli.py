@@ -350,7 +350,7 @@ def parser() -> argparse.ArgumentParser:
                         "simulator and write DIR/README.md (tables with the paper's numbers "
                         "next to the simulator's), PNG figures and DIR/results.json.",
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    rp.add_argument("name", help="which paper: idt, hemem")
+    rp.add_argument("name", help="which paper: idt, hemem, telescope")
     rp.add_argument("--out", required=True, help="output directory")
     rp.add_argument("--scale", type=_scale, default=None,
                     help="miniature scale (default: idt 1/64, as the @baselines suite; "
