@@ -252,3 +252,17 @@ def test_telemetry_errors_are_one_line_exit_2(tmp_path, capsys, monitors, needle
                "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_reproduction_configs_have_the_papers_sizes(tmp_path):
+    """`tierlab reproduce telescope` builds its masim configs: the footprint and the hot
+    bytes as asked, in `needles` hot regions between idle ones."""
+    from tierlab import api
+    from tierlab.reports.reproduce import telescope_config
+    cfg = telescope_config(tmp_path / "t.cfg", 10, 2**30, needles=10, seconds=5)
+    wl = api.make_workload(f"masim:{cfg}")
+    sizes = {r.name: r.size for r in wl.config.regions}
+    hot = sum(v for k, v in sizes.items() if k.startswith("hot"))
+    assert len([k for k in sizes if k.startswith("hot")]) == 10
+    assert abs(hot - 2**30) <= 10 * 4096
+    assert abs(sum(sizes.values()) - 10 * 2**30) <= 11 * 4096
