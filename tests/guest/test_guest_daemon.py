@@ -62,7 +62,10 @@ def test_exec_puts_hot_on_fast_and_cold_on_slow_and_counts_match_the_kernel(requ
     last = run.of("placement")[-1]
     # placement: the hot range on the fast node, the cold range on the slow node
     assert last["hot"].get("N0", 0) >= 0.9 * hot_pages, last
-    assert last["cold"].get("N1", 0) >= 0.9 * cold_pages, last
+    # IDT demotes only while node 0 has <= demote_wmark (10%) free: up to that much of
+    # the cold range may stay on node 0 once the hot range is in
+    node0_pages = run.one("nodes-before")["nodes"]["N0"]["total_mib"] * 256
+    assert last["cold"].get("N1", 0) >= cold_pages - 0.1 * node0_pages - 1024, last
     # numa_maps against the daemon's counts: the cold range was first touched on node 0
     # (bound), so every cold page on node 1 was demoted by the daemon, and it promoted
     # no fewer pages than the hot range gained on node 0

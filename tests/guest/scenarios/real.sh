@@ -1,7 +1,7 @@
 # real: the allocation policies under `tierlab exec` (static), and the daemon killed.
 #   For each allocation policy: tierlab exec --policy static --alloc A -- hotcold (16 + 32
 #   MiB, 3 s); one placement sample after hotcold's first touch (kind alloc-A), then
-#   alloc-exec (rc, checksum). Then hotcold (hot 32 MiB on node 1, 30 s) under
+#   alloc-exec (rc, checksum). Then hotcold (hot 32 MiB on node 1, 40 s) under
 #   `tierlab daemon --policy idt`: SIGKILL 3 s after its first report (kill-test: the workload's rc and
 #   checksum, the kdamond left running), and again with SIGTERM (term-test: the daemon's
 #   rc, the kdamond stopped).
@@ -28,7 +28,7 @@ kdamond_states() { cat /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null |
 for SIG in KILL TERM; do
   rm -f /tmp/k.ready /tmp/k.done
   # shellcheck disable=SC2086
-  $HC --hot-mib 32 --cold-mib 64 --hot-node 1 --seconds 30 --ready-file /tmp/k.ready \
+  $HC --hot-mib 32 --cold-mib 64 --hot-node 1 --seconds 40 --ready-file /tmp/k.ready \
     --done-file /tmp/k.done > /tmp/k.out 2>&1 &
   hc=$!
   wait_file /tmp/k.ready 60 $hc
@@ -36,7 +36,7 @@ for SIG in KILL TERM; do
   d=$!
   # kill it once it is at work (its first report line), however slow the host is
   _i=0
-  while ! grep -q "t=" /tmp/d.out 2>/dev/null && [ $_i -lt 600 ]; do sleep 0.1; _i=$((_i + 1)); done
+  while ! grep -q "t=" /tmp/d.out 2>/dev/null && [ $_i -lt 1800 ]; do sleep 0.1; _i=$((_i + 1)); done
   sleep 3
   kill -$SIG $d; wait $d; drc=$?
   states="$(kdamond_states)"
