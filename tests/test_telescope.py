@@ -266,3 +266,18 @@ def test_reproduction_configs_have_the_papers_sizes(tmp_path):
     assert len([k for k in sizes if k.startswith("hot")]) == 10
     assert abs(hot - 2**30) <= 10 * 4096
     assert abs(sum(sizes.values()) - 10 * 2**30) <= 11 * 4096
+
+
+def test_damon_tiering_acts_on_telescope_regions():
+    """ATC'24's tiering runs: DAMOS on Telescope's regions (`monitor=`), DAMON's by
+    default; an unknown monitor is named with the valid ones."""
+    from tierlab import api
+    from tierlab.errors import TierlabError
+    from tierlab.monitors.telescope import TelescopeBounded, TelescopeFlex
+    assert type(api.make_policy("damon-tiering").monitor).__name__ == "Damon"
+    assert isinstance(api.make_policy("damon-tiering:monitor=telescope-bounded").monitor,
+                      TelescopeBounded)
+    assert isinstance(api.make_policy("damon-tiering:monitor=telescope-flex").monitor,
+                      TelescopeFlex)
+    with pytest.raises(TierlabError, match="valid: damon, telescope-bounded"):
+        api.make_policy("damon-tiering:monitor=pebs")

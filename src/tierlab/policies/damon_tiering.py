@@ -101,6 +101,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TierlabError
+from ..monitors.base import MONITORS
 from ..monitors.damon import Damon
 from ..units import PAGE, parse_duration, parse_size
 from .base import POLICIES, Policy
@@ -255,6 +256,9 @@ def _choice(v, what, valid):
     return s
 
 
+MONITOR_CHOICES = ("damon", "telescope-bounded", "telescope-flex")
+
+
 @POLICIES.register("damon-tiering")
 class DamonTiering(Policy):
     """Linux >= 6.11 DAMON tiering: DAMOS migrate_hot/migrate_cold with quota goals."""
@@ -263,16 +267,21 @@ class DamonTiering(Policy):
                  max_nr_regions=1000, quota="200MiB", reset="1s", apply="1s",
                  cold_free="0.5%", hot_used="99.7%", goal_offset="high", min_age="0s",
                  hot="5%", promote="all", young="on", weight_nr=100, weight_age=100,
-                 esz_init="boot"):
+                 esz_init="boot", monitor="damon"):
         super().__init__(sample=sample, aggr=aggr, update=update,
                          min_nr_regions=min_nr_regions, max_nr_regions=max_nr_regions,
                          quota=quota, reset=reset, apply=apply, cold_free=cold_free,
                          hot_used=hot_used, goal_offset=goal_offset, min_age=min_age,
                          hot=hot, promote=promote, young=young, weight_nr=weight_nr,
-                         weight_age=weight_age, esz_init=esz_init)
-        self.monitor = Damon(sample=sample, aggr=aggr, update=update,
-                             min_nr_regions=min_nr_regions, max_nr_regions=max_nr_regions,
-                             name="damon-tiering")
+                         weight_age=weight_age, esz_init=esz_init, monitor=monitor)
+        # the regions DAMOS acts on: DAMON's, or Telescope's (ATC'24: the same regions
+        # with their samples checked at upper page-table levels; its tiering runs)
+        if monitor not in MONITOR_CHOICES:
+            raise TierlabError(f"damon-tiering monitor {monitor!r}; valid: "
+                               f"{', '.join(MONITOR_CHOICES)}")
+        self.monitor = MONITORS.create(monitor, sample=sample, aggr=aggr, update=update,
+                                       min_nr_regions=min_nr_regions,
+                                       max_nr_regions=max_nr_regions, name="damon-tiering")
         self.quota = parse_size(quota, "damon-tiering quota")
         self.reset = parse_duration(reset, "damon-tiering reset interval")
         self.apply = parse_duration(apply, "damon-tiering apply interval")
