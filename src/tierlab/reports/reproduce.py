@@ -176,7 +176,10 @@ def reproduce_hemem(out: Path, scale: float, workloads: list[str], jobs: int | N
                        HEMEM_POLICIES, scale=scale, baseline="static", jobs=jobs,
                        on_done=on_done)
     (out / "results.json").write_text(json.dumps(recs + move, indent=1))
-    by = {(r["workload"], r["policy"]): r["throughput"] for r in recs}
+    # the paper's GUPS figure reports steady throughput: here the run's second half, after
+    # the hot set has been moved (the first half pays for moving up to 2 x 128 GiB)
+    by = {(r["workload"], r["policy"]): _steady(r) for r in recs}
+    whole = {(r["workload"], r["policy"]): r["throughput"] for r in recs}
     fig, ax = plt.subplots(figsize=(7, 4))
     for p in HEMEM_POLICIES:
         ys = [by.get((w, p), float("nan")) / scale for w in wls]
@@ -185,7 +188,7 @@ def reproduce_hemem(out: Path, scale: float, workloads: list[str], jobs: int | N
     ax.text(192, ax.get_ylim()[1] * 0.95, " DRAM", color="grey", fontsize=8)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("hot set (GiB) of a 512 GiB GUPS")
-    ax.set_ylabel("updates/s (full scale)")
+    ax.set_ylabel("updates/s, second half of the run (full scale)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "hemem-gups.png", dpi=110)
@@ -199,6 +202,8 @@ def reproduce_hemem(out: Path, scale: float, workloads: list[str], jobs: int | N
     fits = [w for h, w in zip(HEMEM_HOT_GIB, wls) if h <= 128]
     hm = [by[(w, "hemem")] for w in fits if (w, "hemem") in by]
     flat = min(hm) / max(hm) if hm else float("nan")
+    wf = [whole[(w, "hemem")] for w in fits if (w, "hemem") in whole]
+    flat_whole = min(wf) / max(wf) if wf else float("nan")
     big = wls[-1]
     conv = {p: by.get((big, p), float("nan")) / by.get((big, "static"), float("nan"))
             for p in HEMEM_POLICIES}
@@ -209,7 +214,8 @@ def reproduce_hemem(out: Path, scale: float, workloads: list[str], jobs: int | N
 Machine `{HEMEM_MACHINE}` (HeMem's 192 GiB DRAM + 768 GiB Optane) at scale {scale:g};
 GUPS with 16 threads on a 512 GiB footprint, 90% of the updates on a hot set of 1-256
 GiB placed last by first touch. Throughput in updates/s at full scale (the miniature's
-divided by the scale). Records: `results.json`.
+divided by the scale) over the second half of each run, once the hot set has moved (the
+paper's figure is steady throughput). Records: `results.json`.
 
 ![GUPS throughput against hot-set size](hemem-gups.png)
 
@@ -217,7 +223,8 @@ divided by the scale). Records: `results.json`.
 
 The paper: HeMem's GUPS throughput stays flat while the hot set fits in DRAM and falls
 to the others' when it does not. Here: HeMem's slowest fitting hot set (<= 128 GiB)
-runs at {100 * flat:.0f}% of its fastest; at 256 GiB (larger than DRAM) the policies
+runs at {100 * flat:.0f}% of its fastest in the second half ({100 * flat_whole:.0f}% over
+the whole run, which includes moving the hot set up); at 256 GiB (larger than DRAM) the policies
 over `static`: {", ".join(f"`{p}` {v:.2f}x" for p, v in conv.items())}.
 
 ## A hot set that moves (16 GiB, every 150 s), speedup over `static`
@@ -338,6 +345,14 @@ class _Job:
 
     def __init__(self, workload, policy):
         self.machine, self.workload, self.policy = "telemetry", workload, policy
+
+
+def _steady(rec: dict) -> float:
+    """Mean throughput over the second half of a run's time series (the whole run's if
+    the series is too short)."""
+    t, thr = rec["series"]["t"], rec["series"]["throughput"]
+    half = [x for x, tt in zip(thr, t) if tt >= t[-1] / 2] if t else []
+    return sum(half) / len(half) if half else rec["throughput"]
 
 
 REPRODUCTIONS = {"idt": reproduce_idt, "hemem": reproduce_hemem,
