@@ -2,7 +2,6 @@
 bitmap word grouping on a plain file."""
 from __future__ import annotations
 
-import mmap
 import os
 import subprocess
 import sys
@@ -21,19 +20,14 @@ NO_PID = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
 
 
 @pytest.fixture
-def buf():
-    """64 private anonymous pages, no THP; even pages touched, odd pages never."""
-    m = mmap.mmap(-1, 64 * P, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    m.madvise(mmap.MADV_NOHUGEPAGE)
-    a = np.frombuffer(m, dtype=np.uint8)
-    a[::2 * P] = 1
-    yield a.ctypes.data
-    del a
+def base(buf):
+    """The address of the shared 64-page buffer (tests/linux/conftest.py)."""
+    return buf[0].ctypes.data
 
 
-def test_maps_of_self(buf):
+def test_maps_of_self(base):
     vmas = pf.read_maps(os.getpid())
-    mine = [v for v in vmas if v.start <= buf < v.end]
+    mine = [v for v in vmas if v.start <= base < v.end]
     assert len(mine) == 1 and mine[0].perms == "rw-p" and mine[0].path == ""
     anon = pf.anon_writable(vmas)
     assert mine[0] in anon
@@ -58,9 +52,9 @@ def test_parse_maps_and_filter():
     assert [v.path for v in pf.anon_writable(vmas)] == ["[heap]", "", "[anon:jemalloc]"]
 
 
-def test_numa_maps_of_self(buf):
+def test_numa_maps_of_self(base):
     nm = pf.read_numa_maps("self")
-    e = nm[buf]
+    e = nm[base]
     assert e.policy == "default" and e.anon == 32 and e.dirty == 32
     assert e.nodes == {0: 32} and e.pages == 32 and e.kernelpagesize_kB == P // 1024
 
@@ -98,11 +92,11 @@ def test_vmstat():
         pf.read_vmstat(FIX / "single")
 
 
-def test_pagemap_of_self(buf):
-    present = pf.pagemap_present(os.getpid(), buf, buf + 64 * P)
+def test_pagemap_of_self(base):
+    present = pf.pagemap_present(os.getpid(), base, base + 64 * P)
     assert present.dtype == np.bool_ and len(present) == 64
     assert present[::2].all() and not present[1::2].any()
-    raw = pf.read_pagemap("self", buf + 1, buf + 3 * P - 1)  # widened to pages 0..2
+    raw = pf.read_pagemap("self", base + 1, base + 3 * P - 1)  # widened to pages 0..2
     assert raw.dtype == np.uint64 and len(raw) == 3
     pfns = pf.pagemap_pfns(raw)
     assert pfns[1] == 0 and (raw[1] & pf.PM_SWAP) == 0

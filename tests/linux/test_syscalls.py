@@ -3,7 +3,6 @@ limiter on a fake clock, nodemasks, and allocation policies on fixture topologie
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 import subprocess
 import sys
@@ -18,18 +17,6 @@ from tierlab.linux.topology import discover
 
 FIX = Path(__file__).parent / "fixtures"
 P = sc.PAGE_SIZE
-
-
-@pytest.fixture
-def buf():
-    """64 private anonymous pages, no THP; even pages touched, odd pages never."""
-    m = mmap.mmap(-1, 64 * P, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    m.madvise(mmap.MADV_NOHUGEPAGE)
-    a = np.frombuffer(m, dtype=np.uint8)
-    a[::2 * P] = 1
-    addrs = a.ctypes.data + np.arange(64, dtype=np.uint64) * np.uint64(P)
-    yield a, addrs
-    del a
 
 
 def test_query_own_pages(buf):

@@ -81,7 +81,41 @@ class Stats:
     by_reason: dict = field(default_factory=dict)
 
 
-class Simulation:
+class PolicyBackend:
+    """What both backends give policies alike (this engine's `Simulation` and the Linux
+    backend's `linux.backend.LinuxSim`), from their `machine`, `mem`, `seed`, `scale`
+    and `migrate`."""
+
+    @property
+    def nnodes(self) -> int:
+        return self.machine.nnodes
+
+    def scaled_bytes(self, nbytes: float) -> float:
+        """A byte quantity of a mechanism (scan size, quota, MB/s limit) in this run's
+        miniature: nbytes x scale."""
+        return nbytes * self.scale
+
+    def free(self, node: int) -> int:
+        return int(self.mem.free[node])
+
+    def capacity(self, node: int) -> int:
+        return int(self.mem.capacity[node])
+
+    def node_of(self, pages) -> np.ndarray:
+        """Node of each page (255 = not allocated)."""
+        return self.mem.node[np.asarray(pages, dtype=np.int64)]
+
+    def rng_for(self, name: str) -> np.random.Generator:
+        """An independent random stream per component, fixed by the run's seed."""
+        return np.random.default_rng([self.seed, zlib.crc32(name.encode())])
+
+    def migrate_range(self, start: int, end: int, dst: int, sync: bool = False,
+                      reason: str = "") -> int:
+        """Migrate the allocated pages of [start, end) (a region) to `dst`."""
+        return self.migrate(np.arange(start, end, dtype=np.int64), dst, sync, reason)
+
+
+class Simulation(PolicyBackend):
     """One run of one workload on one machine under one policy and allocation policy."""
 
     def __init__(self, machine: Machine, workload: Workload, policy: Policy,
@@ -146,34 +180,11 @@ class Simulation:
 
     # ------------------------------------------------------------------ backend API
     @property
-    def nnodes(self) -> int:
-        return self.machine.nnodes
-
-    @property
     def true_field(self) -> RateField:
         """The workload's true rates: for the oracle only (`uses_true_rates`)."""
         if not getattr(self.policy, "uses_true_rates", False):
             raise RuntimeError("policies may not read the true rates (oracle only)")
         return self.timeline.field
-
-    def scaled_bytes(self, nbytes: float) -> float:
-        """A byte quantity of a mechanism (scan size, quota, MB/s limit) in this run's
-        miniature: nbytes x scale."""
-        return nbytes * self.scale
-
-    def free(self, node: int) -> int:
-        return int(self.mem.free[node])
-
-    def capacity(self, node: int) -> int:
-        return int(self.mem.capacity[node])
-
-    def node_of(self, pages) -> np.ndarray:
-        """Node of each page (255 = not allocated)."""
-        return self.mem.node[np.asarray(pages, dtype=np.int64)]
-
-    def rng_for(self, name: str) -> np.random.Generator:
-        """An independent random stream per component, fixed by the run's seed."""
-        return np.random.default_rng([self.seed, zlib.crc32(name.encode())])
 
     def every(self, period: float, fn, offset: float | None = None) -> None:
         """Call fn(now) every `period` simulated seconds (first after `offset`)."""
@@ -245,11 +256,6 @@ class Simulation:
         self._relocate(both, np.concatenate((na, nb)), np.concatenate((nb, na)), reason)
         self._charge_copy(len(a), sync, copies=2)
         return len(a)
-
-    def migrate_range(self, start: int, end: int, dst: int, sync: bool = False,
-                      reason: str = "") -> int:
-        """Migrate the allocated pages of [start, end) (a region) to `dst`."""
-        return self.migrate(np.arange(start, end, dtype=np.int64), dst, sync, reason)
 
     def teleport(self, pages, dsts, reason: str = "oracle") -> int:
         """Move pages[i] to dsts[i] with no cost charged (the oracle's placement). The

@@ -14,6 +14,11 @@ from ..machines import Machine
 UNALLOC = 255
 
 
+def watermark_pages(capacity: np.ndarray, fractions) -> tuple:
+    """(min, low, high) watermarks in pages per node, from fractions of each node."""
+    return tuple((capacity * f).astype(np.int64) for f in fractions)
+
+
 class Memory:
     """Where every page is, and how full every node is."""
 
@@ -29,9 +34,8 @@ class Memory:
         self.node = np.full(self.npages, UNALLOC, dtype=np.uint8)
         self.capacity = np.array([t.capacity_pages for t in machine.tiers], dtype=np.int64)
         self.used = np.zeros(machine.nnodes, dtype=np.int64)
-        self.wmark_min = (self.capacity * wmark_min).astype(np.int64)
-        self.wmark_low = (self.capacity * wmark_low).astype(np.int64)
-        self.wmark_high = (self.capacity * wmark_high).astype(np.int64)
+        self.wmark_min, self.wmark_low, self.wmark_high = watermark_pages(
+            self.capacity, (wmark_min, wmark_low, wmark_high))
 
     @property
     def free(self) -> np.ndarray:

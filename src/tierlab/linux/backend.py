@@ -13,13 +13,12 @@ a fake process in tests (tests/linux/test_backend.py).
 from __future__ import annotations
 
 import time
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engine.engine import _unique_in_order
-from ..engine.memory import UNALLOC
+from ..engine.engine import PolicyBackend, _unique_in_order
+from ..engine.memory import UNALLOC, watermark_pages
 from ..errors import TierlabError
 from ..units import PAGE
 
@@ -162,18 +161,16 @@ class AddressSpace:
 class LinuxMemory:
     """`sim.mem` for a real process: placement per page index (refreshed with
     move_pages(2) in query mode), per-node capacity and free pages (the whole node's,
-    as the kernel's watermarks see them) and the same watermark fractions as the
-    simulator's `engine/memory.py`."""
+    as the kernel's watermarks see them) and the machine's watermark fractions until the
+    kernel's own replace them (`LinuxSim`)."""
 
-    def __init__(self, capacity_pages, npages: int, wmark_min=0.005, wmark_low=0.01,
-                 wmark_high=0.015):
+    def __init__(self, capacity_pages, npages: int, watermarks=(0.005, 0.01, 0.015)):
         self.npages = int(npages)
         self.node = np.full(self.npages, UNALLOC, dtype=np.uint8)
         self.capacity = np.asarray(capacity_pages, dtype=np.int64)
         self.free = self.capacity.copy()
-        self.wmark_min = (self.capacity * wmark_min).astype(np.int64)
-        self.wmark_low = (self.capacity * wmark_low).astype(np.int64)
-        self.wmark_high = (self.capacity * wmark_high).astype(np.int64)
+        self.wmark_min, self.wmark_low, self.wmark_high = watermark_pages(self.capacity,
+                                                                          watermarks)
 
     @property
     def used(self) -> np.ndarray:
@@ -205,7 +202,7 @@ class LinuxStats:
     moves: dict = field(default_factory=dict)
 
 
-class LinuxSim:
+class LinuxSim(PolicyBackend):
     """The backend interface of `engine.Simulation`, for a live process.
 
     Machine node i is kernel node `node_ids[i]`; policies only ever see machine
@@ -231,7 +228,7 @@ class LinuxSim:
         self.t0 = clock()
         cap = np.array([t.capacity_pages for t in machine.tiers], dtype=np.int64)
         self.space = AddressSpace(npages if npages is not None else int(cap.sum()))
-        self.mem = LinuxMemory(cap, self.space.capacity)
+        self.mem = LinuxMemory(cap, self.space.capacity, machine.watermarks)
         self.stats = LinuxStats()
         self.bw_limit = bw_limit
         self.monitors: dict = {}
@@ -257,25 +254,6 @@ class LinuxSim:
     @property
     def now(self) -> float:
         return self.clock() - self.t0
-
-    @property
-    def nnodes(self) -> int:
-        return self.machine.nnodes
-
-    def scaled_bytes(self, nbytes: float) -> float:
-        return float(nbytes)
-
-    def free(self, node: int) -> int:
-        return int(self.mem.free[node])
-
-    def capacity(self, node: int) -> int:
-        return int(self.mem.capacity[node])
-
-    def node_of(self, pages) -> np.ndarray:
-        return self.mem.node[np.asarray(pages, dtype=np.int64)]
-
-    def rng_for(self, name: str) -> np.random.Generator:
-        return np.random.default_rng([self.seed, zlib.crc32(name.encode())])
 
     def every(self, period: float, fn, offset: float | None = None) -> None:
         if period <= 0:
@@ -343,10 +321,6 @@ class LinuxSim:
                 key = (int(s), int(dst))
                 self.stats.moves[key] = self.stats.moves.get(key, 0) + int(delta[s])
         return n
-
-    def migrate_range(self, start: int, end: int, dst: int, sync: bool = False,
-                      reason: str = "") -> int:
-        return self.migrate(np.arange(start, end, dtype=np.int64), dst, sync, reason)
 
     # -- what the simulator has and the kernel does not --------------------------------
     @property

@@ -20,9 +20,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import TierlabError
+from ..reports.results import jsonable
 from ..units import PAGE
 from .backend import KernelOps, LinuxSim
 
@@ -155,19 +154,9 @@ class Daemon:
                                for i, r in enumerate(res.tolist())},
             "unmanaged_bytes": int(sim.space.unmanaged_bytes),
             "notes": list(sim.notes),
-            "policy_stats": _jsonable(sim.policy.stats()),
+            "policy_stats": jsonable(sim.policy.stats()),
             "series": self.series,
         }
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
-    return x
 
 
 def write_record(rec: dict, out: Path) -> Path:

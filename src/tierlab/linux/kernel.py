@@ -120,30 +120,6 @@ class RealKernel(KernelOps):
         procfs.set_idle(pfns, Path(self.root, procfs.IDLE_BITMAP))
 
     def idle(self, pfns: np.ndarray) -> np.ndarray:
-        """Bool per PFN: still idle since `set_idle` (bit set), i.e. not accessed.
-        Only the 8-byte words holding the PFNs are read, one pread per run of
-        consecutive words: the kernel looks up every page of a word it reads and walks
-        the reverse map of each one flagged idle (page_idle_bitmap_read), so reading
-        through gaps (procfs.read_idle) would pay for every idle page in them."""
-        pfns = np.asarray(pfns, dtype=np.uint64).reshape(-1)
-        if pfns.size == 0:
-            return np.zeros(0, dtype=bool)
-        bitmap = Path(self.root, procfs.IDLE_BITMAP)
-        uw, inv = np.unique(pfns >> np.uint64(6), return_inverse=True)
-        first = np.flatnonzero(np.diff(uw) != 1) + 1
-        starts = np.concatenate(([0], first))
-        lens = (np.diff(np.append(starts, uw.size)) * 8).tolist()
-        offs = (uw[starts] * np.uint64(8)).tolist()
-        fd = procfs._open_bitmap(bitmap, os.O_RDONLY)
-        try:
-            chunks = [os.pread(fd, n, off) for off, n in zip(offs, lens)]
-        except OSError as e:
-            raise TierlabError(f"cannot read {bitmap}: {e.strerror}") from None
-        finally:
-            os.close(fd)
-        data = b"".join(chunks)
-        if len(data) != 8 * uw.size:  # words past the end of memory read short
-            data = b"".join(c.ljust(n, b"\0") for c, n in zip(chunks, lens))
-        vals = np.frombuffer(data, dtype=np.uint64)
-        bit = (vals[inv.reshape(-1)] >> (pfns & np.uint64(63))) & np.uint64(1)
-        return bit.astype(bool)
+        """Bool per PFN: still idle since `set_idle` (bit set), i.e. not accessed;
+        only the bitmap words holding the PFNs are read (procfs.read_idle)."""
+        return procfs.read_idle(pfns, Path(self.root, procfs.IDLE_BITMAP), gap_words=1)

@@ -260,14 +260,15 @@ def idle_page_tracking_available(root="/") -> bool:
     return path.is_file() and os.access(path, os.W_OK)
 
 
-def _word_runs(pfns: np.ndarray):
+def _word_runs(pfns: np.ndarray, gap_words: int = _IDLE_GAP_WORDS):
     """Bitmap words of `pfns`: unique words, the bit mask of each, each PFN's word
-    index, and [begin, end) runs of words close enough to share one read or write."""
+    index, and [begin, end) runs of words at most `gap_words` apart, which share one
+    read or write."""
     words = pfns >> np.uint64(6)
     uw, inv = np.unique(words, return_inverse=True)
     masks = np.zeros(len(uw), dtype=np.uint64)
     np.bitwise_or.at(masks, inv, np.left_shift(np.uint64(1), pfns & np.uint64(63)))
-    cut = np.flatnonzero(np.diff(uw) > _IDLE_GAP_WORDS) + 1
+    cut = np.flatnonzero(np.diff(uw) > gap_words) + 1
     begins = np.concatenate([[0], cut]).astype(np.int64)
     ends = np.concatenate([cut, [len(uw)]]).astype(np.int64)
     return uw, masks, inv.reshape(-1), zip(begins.tolist(), ends.tolist())
@@ -304,14 +305,18 @@ def set_idle(pfns, bitmap="/" + IDLE_BITMAP) -> None:
         os.close(fd)
 
 
-def read_idle(pfns, bitmap="/" + IDLE_BITMAP) -> np.ndarray:
+def read_idle(pfns, bitmap="/" + IDLE_BITMAP,
+              gap_words: int = _IDLE_GAP_WORDS) -> np.ndarray:
     """Bool per PFN: still idle (not accessed since `set_idle`). Reading also clears
     the accessed bits of the mapping PTEs into the idle flag (page_idle_bitmap_read);
-    PFNs past the end of memory read as not idle."""
+    PFNs past the end of memory read as not idle. Words up to `gap_words` apart are read
+    in one pread; the kernel looks up every page of a word it reads and walks the
+    reverse map of each one flagged idle, so a sampler of sparse pages reads only the
+    words it needs (`gap_words=1`)."""
     pfns = np.asarray(pfns, dtype=np.uint64).reshape(-1)
     if len(pfns) == 0:
         return np.zeros(0, dtype=bool)
-    uw, _, inv, runs = _word_runs(pfns)
+    uw, _, inv, runs = _word_runs(pfns, gap_words)
     vals = np.zeros(len(uw), dtype=np.uint64)
     fd = _open_bitmap(bitmap, os.O_RDONLY)
     try:

@@ -68,6 +68,17 @@ def make_record(sim) -> dict:
     return rec
 
 
+def jsonable(x):
+    """x with numpy scalars as Python numbers and dict keys as strings (for json)."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
 def add_speedups(records: list[dict], baseline: str) -> None:
     """Set `speedup` = throughput / baseline's on the same machine, workload, alloc, seed."""
     base = {(r["machine"], r["workload"], r["alloc"], r["seed"]): r["throughput"]

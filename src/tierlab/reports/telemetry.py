@@ -47,6 +47,7 @@ from ..monitors import MONITORS
 from ..policies.static import Static
 from ..registry import Spec
 from ..units import PAGE
+from .results import jsonable
 
 WINDOW = 1.0  #: seconds per precision/recall point (ATC'24)
 HOT_MIN = 5.0  #: hot: nr_accesses > 5 over 1 s (ATC'24)
@@ -328,7 +329,7 @@ def run_telemetry(workload: str, monitors, machine=None, seed: int = 0,
                  "monitor_cpu_seconds": rec["monitor_cpu_seconds"],
                  "cpu_share": rec["monitor_cpu_seconds"] / max(rec["sim_seconds"], 1e-12),
                  "wall_seconds": time.perf_counter() - t_wall,
-                 "stats": _jsonable(mon.stats()),
+                 "stats": jsonable(mon.stats()),
                  "summary": summarize(rows),
                  "series": {k: [r[k] for r in rows] for k in CSV_COLUMNS[1:]}}
         entries.append(entry)
@@ -352,16 +353,6 @@ def summarize(rows) -> dict:
     return {"windows": len(rows), "mean_precision": mean("precision"),
             "mean_recall": mean("recall"), "last_precision": last["precision"],
             "last_recall": last["recall"], "recall90_at": first90}
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
-    return x
 
 
 def write_telemetry(result: dict, outdir) -> list[Path]:
