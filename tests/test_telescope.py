@@ -149,26 +149,48 @@ def test_precision_and_recall_on_crafted_sets():
     assert precision_recall((s, e), (z, z))[:2] == (0.0, None)
 
 
-def test_true_hot_set_from_the_rate_field():
-    """Hot: expected 5 ms intervals with an access per 1 s > 5, i.e. rate above
-    -200 ln(1 - 5/200) ~ 5.06 accesses per second per page."""
-    thr = -200 * np.log1p(-5 / 200)
+def test_sampled_truth_from_the_rate_field():
+    """truth=sampled: expected accessed 5 ms intervals per 200 ms aggregation > 5, i.e.
+    a rate above -200 ln(1 - 5/40) ~ 26.7 accesses per second per page."""
+    thr = -200 * np.log1p(-5 / 40)
     f = RateField(arr(0, 10, 20, 30), arr(10, 20, 30, 40),
-                  np.array([thr * 0.99, thr * 1.01, 100.0, 0.0]), np.zeros(4), 50)
+                  np.array([thr * 0.99, thr * 1.01, 500.0, 0.0]), np.zeros(4), 50)
     tl = Timeline(f)
     tl.advance(2.0, 2.0)
-    s, e = true_hot(tl, 1.0, 2.0)
+    s, e = true_hot(tl, 1.0, 2.0, truth="sampled")
     assert s.tolist() == [10] and e.tolist() == [30]
     # a field change mid-window: the first field for half of it only, [30,40) then hot
-    g = RateField(arr(30), arr(40), np.array([400.0]), np.zeros(1), 50)
+    g = RateField(arr(30), arr(40), np.array([2000.0]), np.zeros(1), 50)
     tl.set_field(2.5, g)
     tl.advance(3.0, 3.0)
-    s, e = true_hot(tl, 2.0, 3.0)
-    assert s.tolist() == [20] and e.tolist() == [40]  # 100/s for 0.5 s still counts
+    s, e = true_hot(tl, 2.0, 3.0, truth="sampled")
+    assert s.tolist() == [20] and e.tolist() == [40]  # 500/s for 0.5 s still counts
     tl.set_field(3.0, RateField(arr(0), arr(10), np.array([thr * 1.05]), np.zeros(1), 50))
     tl.advance(4.0, 4.0)
-    s, e = true_hot(tl, 3.0, 4.0)
+    s, e = true_hot(tl, 3.0, 4.0, truth="sampled")
     assert s.tolist() == [0] and e.tolist() == [10]
+
+
+def test_relative_truth_is_the_workloads_hot_set_whatever_its_rate():
+    """truth=relative: pages at >= 2x the footprint's mean rate, however low the rate
+    per page (a large hot set's pages are rarely touched each: the paper's point)."""
+    f = RateField(arr(0, 10, 100), arr(10, 100, 1000),
+                  np.array([0.5, 0.02, 1e-6]), np.zeros(3), 1000)
+    tl = Timeline(f)
+    tl.advance(1.0, 1.0)
+    # mean over the 1000 pages: (10 x 0.5 + 90 x 0.02 + 900 x 1e-6) / 1000 ~ 0.0068
+    s, e = true_hot(tl, 0.0, 1.0)
+    assert s.tolist() == [0] and e.tolist() == [100]
+    assert true_hot(tl, 0.0, 1.0, truth="sampled")[0].size == 0  # far below 26.7/s
+    # a uniform field has no hot set; unmapped pages are not part of the footprint
+    u = RateField(arr(0, 500), arr(100, 520), np.array([1.0, 10.0]), np.zeros(2), 1000)
+    tl.set_field(1.0, u)
+    tl.advance(2.0, 2.0)
+    s, e = true_hot(tl, 1.0, 2.0)
+    assert s.tolist() == [500] and e.tolist() == [520]  # mean over 120 pages: 2.5
+    tl.set_field(2.0, RateField(arr(0), arr(1000), np.array([1.0]), np.zeros(1), 1000))
+    tl.advance(3.0, 3.0)
+    assert true_hot(tl, 2.0, 3.0)[0].size == 0
 
 
 def test_split_monitor_specs():
