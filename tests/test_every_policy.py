@@ -11,7 +11,9 @@ from tierlab.policies import ALLOCS, POLICIES
 from conftest import HotCold
 from test_engine import check_invariants, simulate, small_machine
 
-PLACEMENT = sorted(n for n in POLICIES.names() if not n.startswith("test-"))
+#: memory-mode policies need a DRAM cache (tests/test_memory_mode.py)
+PLACEMENT = sorted(n for n in POLICIES.names() if not n.startswith("test-")
+                   and not getattr(POLICIES.get(n), "needs_dram_cache", False))
 
 
 @pytest.mark.parametrize("alloc", sorted(ALLOCS.names()))

@@ -28,6 +28,7 @@ from ..policies.alloc import AllocPolicy
 from ..policies.base import Policy
 from ..units import PAGE
 from ..workloads.base import Workload
+from .dram_cache import DramCache
 from .lru import LRU
 from .memory import UNALLOC, Memory
 from .throughput import solve_throughput
@@ -170,8 +171,17 @@ class Simulation(PolicyBackend):
                                  npages=workload.npages)
         self.monitors: dict = {}
         self.lru = LRU(self)
-        # metrics
-        self._acc = np.zeros(k)  # cumulative accesses per node
+        #: memory mode: the frames under the placement and the DRAM cache's costs
+        self.cache = None
+        if machine.dram_cache is not None:
+            self.cache = DramCache(self, machine.dram_cache,
+                                   getattr(policy, "frame_allocator", "random"))
+        elif getattr(policy, "needs_dram_cache", False):
+            raise TierlabError(f"policy {getattr(policy, 'registered_name', policy)} needs "
+                               f"a memory-mode machine (a DRAM cache), e.g. "
+                               f"optane-memory-mode; {machine.name} has none")
+        # metrics: cumulative accesses per node (memory mode: per DramCache.DEVICES)
+        self._acc = np.zeros(2 if self.cache else k)
         self._series = {"t": [], "work": [], "acc": []}
         self._metric_points = metric_points
         self._x = 0.0
@@ -380,6 +390,8 @@ class Simulation(PolicyBackend):
         r, w = self.timeline.field.range_sum(np.array([pos]), np.array([pos + take]))
         self._reads[node] += r[0]
         self._writes[node] += w[0]
+        if self.cache is not None:
+            self.cache.on_alloc(pos, pos + take)
         self.policy.on_alloc(pos, pos + take, node)
         self._x_dirty = True
         return pos + take
@@ -389,11 +401,15 @@ class Simulation(PolicyBackend):
             for s, e in np.asarray(ch.free).reshape(-1, 2):
                 self.lru.on_free(int(s), int(e), self.mem.node[int(s):int(e)])
                 self.mem.release_range(int(s), int(e))
+                if self.cache is not None:
+                    self.cache.on_free(int(s), int(e))
                 self.policy.on_free(int(s), int(e))
             self.alloc_version += 1
         if ch.field is not None:
             self.timeline.set_field(self.now, ch.field)
             self.field_version += 1
+            if self.cache is not None:
+                self.cache.invalidate()
         if ch.alloc is not None:
             for s, e in np.asarray(ch.alloc).reshape(-1, 2):
                 s, e = int(s), int(e)
@@ -424,10 +440,18 @@ class Simulation(PolicyBackend):
         if self._x_dirty:
             w = self.workload
             bg = (self._copy / 1.0) / np.asarray(self._bw_r)  # tau = 1 s
-            self._x, self._util, _ = solve_throughput(
-                self._reads.tolist(), self._writes.tolist(), self._lat_r, self._lat_w,
-                self._bw_r, self._bw_w, bg.tolist(), w.compute_ns, w.mlp, self.threads,
-                w.access_bytes)
+            if self.cache is not None:
+                d = self.cache.devices(self._lat_r[0], self._lat_w[0], self._bw_r[0],
+                                       self._bw_w[0])
+                self._x, self._util, _ = solve_throughput(
+                    d["reads"], d["writes"], d["lat_r"], d["lat_w"], d["bw_r"], d["bw_w"],
+                    [0.0, float(bg.sum())], w.compute_ns, w.mlp, self.threads,
+                    w.access_bytes, d["extra_w"])
+            else:
+                self._x, self._util, _ = solve_throughput(
+                    self._reads.tolist(), self._writes.tolist(), self._lat_r, self._lat_w,
+                    self._bw_r, self._bw_w, bg.tolist(), w.compute_ns, w.mlp, self.threads,
+                    w.access_bytes)
             self._x_dirty = False
         return self._x
 
@@ -436,7 +460,10 @@ class Simulation(PolicyBackend):
         if dt <= 0:
             return
         dw = x * dt
-        self._acc += (self._reads + self._writes) * dw
+        if self.cache is not None:
+            self._acc += self.cache.advance(dw)
+        else:
+            self._acc += (self._reads + self._writes) * dw
         self.work += dw
         self.now = t
         self.timeline.advance(t, self.work)

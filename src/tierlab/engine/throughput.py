@@ -21,15 +21,19 @@ def loaded_factor(u: float) -> float:
 
 def solve_throughput(reads, writes, read_lat_ns, write_lat_ns, read_bw, write_bw,
                      bg_util, compute_ns: float, mlp: float, threads: float,
-                     access_bytes: float = 64.0):
+                     access_bytes: float = 64.0, extra_writes=None):
     """Return (X work/s, per-node utilisation list, per-node latency factor list).
 
     reads/writes: accesses per unit of work on each node; *_bw in bytes/s;
-    bg_util: utilisation already taken by background traffic (migrations), < 1.
+    bg_util: utilisation already taken by background traffic (migrations), < 1;
+    extra_writes: line writes per unit of work that take write bandwidth but no
+    thread waits for (a DRAM cache's fills and write-backs).
     """
     k = len(reads)
+    extra = extra_writes or [0.0] * k
     # bandwidth cost per unit of work, as a fraction of each node's capacity-seconds
-    cost = [access_bytes * ((reads[i] + writes[i]) / read_bw[i] + writes[i] / write_bw[i])
+    cost = [access_bytes * ((reads[i] + writes[i]) / read_bw[i]
+                            + (writes[i] + extra[i]) / write_bw[i])
             for i in range(k)]
     base = [min(max(b, 0.0), 0.95) for b in bg_util]
 

@@ -42,6 +42,40 @@ class Tier:
         return self.kind == "dram"
 
 
+FRAMES = {"4KiB": PAGE, "2MiB": 512 * PAGE}
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """Optane memory mode (Johnny Cache, OSDI'23): DRAM as a direct-mapped cache in front
+    of the machine's memory, indexed by physical frame: slot = frame number mod the
+    number of frame-sized slots in `size` (`frame` 4KiB, or 2MiB for huge pages).
+    Latencies and bandwidths are the DRAM's (engine/dram_cache.py has the model)."""
+
+    size: int
+    frame: str = "4KiB"
+    read_lat_ns: float = 81.0
+    write_lat_ns: float = 86.0
+    read_bw: float = 105e9
+    write_bw: float = 80e9
+
+    def __post_init__(self):
+        if self.frame not in FRAMES:
+            raise TierlabError(f"bad DRAM cache frame {self.frame!r}; valid: "
+                               + ", ".join(FRAMES))
+        if self.size < FRAMES[self.frame]:
+            raise TierlabError(f"bad DRAM cache size {self.size}: smaller than one "
+                               f"{self.frame} frame")
+
+    @property
+    def frame_pages(self) -> int:
+        return FRAMES[self.frame] // PAGE
+
+    @property
+    def nslots(self) -> int:
+        return self.size // FRAMES[self.frame]
+
+
 @dataclass
 class Machine:
     """Tiers, the demotion path, sockets and mechanism costs.
@@ -72,6 +106,8 @@ class Machine:
     #: about 0.5/1/1.5% is typical; on a small one min_free_kbytes makes them several
     #: percent (the 465 MiB node of the test guest: 4.6/5.9/7.1%, docs/linux.md)
     watermarks: tuple = (0.005, 0.01, 0.015)
+    #: memory mode: the tiers are what the OS sees, this DRAM caches them (JC, OSDI'23)
+    dram_cache: CacheSpec | None = None
 
     def __post_init__(self):
         if not self.demotion:
@@ -129,11 +165,19 @@ class Machine:
         tiers = [replace(t, capacity=max(int(t.capacity * factor) // PAGE, 64) * PAGE,
                          read_bw=t.read_bw * factor, write_bw=t.write_bw * factor)
                  for t in self.tiers]
+        cache = self.dram_cache
+        if cache is not None:
+            unit = FRAMES[cache.frame]
+            cache = replace(cache, size=max(int(cache.size * factor) // unit, 1) * unit,
+                            read_bw=cache.read_bw * factor, write_bw=cache.write_bw * factor)
         return replace(self, tiers=tiers, name=self.name, migrate_bw=self.migrate_bw * factor,
-                       cores_per_socket=self.cores_per_socket * factor)
+                       cores_per_socket=self.cores_per_socket * factor, dram_cache=cache)
 
     def describe(self) -> str:
         parts = [f"{t.name}={fmt_size(t.capacity)}" for t in self.tiers]
+        if self.dram_cache is not None:
+            parts.append(f"DRAM cache {fmt_size(self.dram_cache.size)} direct-mapped by "
+                         f"{self.dram_cache.frame} frame")
         return f"{self.name}: " + ", ".join(parts)
 
 
@@ -190,8 +234,32 @@ def machine_from_dict(d: dict, source: str) -> Machine:
             raise TierlabError(f"{source}: watermarks {m['watermarks']!r}: expected "
                                "[min, low, high] fractions with 0 <= min <= low <= high < 0.5")
         kw["watermarks"] = wm
+    if "dram_cache" in d:
+        kw["dram_cache"] = cache_from_dict(d["dram_cache"], source)
     return Machine(name=str(m.get("name", Path(source).stem)), tiers=tiers,
                    description=str(m.get("description", "")), **kw)
+
+
+def cache_from_dict(c: dict, source: str) -> CacheSpec:
+    """The [dram_cache] table: size, frame, read_lat_ns, write_lat_ns, read_bw, write_bw."""
+    where = f"{source}: dram_cache"
+    unknown = set(c) - {"size", "frame", "read_lat_ns", "write_lat_ns", "read_bw", "write_bw"}
+    if unknown:
+        raise TierlabError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    if "size" not in c:
+        raise TierlabError(f"{where}: missing size")
+    try:
+        kw = {"size": parse_size(c["size"], "dram_cache size"),
+              "frame": str(c.get("frame", "4KiB"))}
+        for k in ("read_lat_ns", "write_lat_ns"):
+            if k in c:
+                kw[k] = float(c[k])
+        for k in ("read_bw", "write_bw"):
+            if k in c:
+                kw[k] = float(parse_size(c[k], k))
+    except (TypeError, ValueError) as e:
+        raise TierlabError(f"{where}: {e}") from None
+    return CacheSpec(**kw)
 
 
 def load_machine(spec: str, scale: float = 1.0) -> Machine:

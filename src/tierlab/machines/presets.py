@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from ..units import parse_size
-from .machine import MACHINES, Machine, Tier
+from .machine import MACHINES, CacheSpec, Machine, Tier
 
 GB = 1e9
 
@@ -53,3 +53,14 @@ def dram_cxl(dram="32GiB", cxl="128GiB"):
                     Tier("cxl", "cxl", parse_size(cxl), 81.0 + 85, 86.0 + 85, 64 * GB, 64 * GB,
                          0, False)],
                    demotion=[0, 1], description="DRAM + CPU-less CXL expander")
+
+
+@MACHINES.register("optane-memory-mode")
+def optane_memory_mode(dram="32GiB", optane="256GiB", frame="4KiB"):
+    """One socket, Optane in memory mode: the OS sees only the Optane capacity, and the
+    DRAM is a direct-mapped cache in front of it, indexed by physical frame (Johnny
+    Cache, OSDI'23: 2 MiB slots with huge pages, `frame=2MiB`; 4 KiB otherwise)."""
+    d = parse_size(dram)
+    return Machine("optane-memory-mode", [_optane("optane", parse_size(optane))],
+                   demotion=[0], description="1 socket: Optane behind a DRAM cache",
+                   dram_cache=CacheSpec(d, str(frame), 81.0, 86.0, 105 * GB, 80 * GB))

@@ -21,8 +21,12 @@ def make_record(sim) -> dict:
     m = sim.machine
     acc = sim._acc
     tot = acc.sum()
-    share = {t.name: float(acc[i] / tot) if tot else 0.0 for i, t in enumerate(m.tiers)}
-    slow = sum(share[m.tiers[i].name] for i in m.slow_nodes())
+    cache = getattr(sim, "cache", None)
+    # memory mode: accesses by device (DRAM-cache hits, misses to the slow memory)
+    names = list(cache.DEVICES) if cache is not None else [t.name for t in m.tiers]
+    share = {n: float(acc[i] / tot) if tot else 0.0 for i, n in enumerate(names)}
+    slow = share[names[1]] if cache is not None else \
+        sum(share[m.tiers[i].name] for i in m.slow_nodes())
     s = sim._series
     t = np.asarray(s["t"])
     work = np.asarray(s["work"])
@@ -62,9 +66,11 @@ def make_record(sim) -> dict:
         "series": {
             "t": t[1:][keep].tolist(),
             "throughput": thr,
-            "tier_share": {tier.name: shares[:, i].tolist() for i, tier in enumerate(m.tiers)},
+            "tier_share": {n: shares[:, i].tolist() for i, n in enumerate(names)},
         },
     }
+    if cache is not None:
+        rec["dram_cache"] = cache.stats(acc)
     return rec
 
 

@@ -1,0 +1,160 @@
+"""Physical frame allocators under the placement: which physical frame backs each
+frame-sized unit of a workload's address space. They matter only where physical
+addresses do: a memory-mode DRAM cache indexed by frame (engine/dram_cache.py).
+
+Frames are numbered 0..nframes-1 within the memory the OS sees; frame f maps to cache
+slot f mod nslots, and slot s holds the frames s, s + nslots, s + 2 nslots, ... (its
+*ways*). Registered by name (a policy names the one it wants in `frame_allocator`):
+
+- `random`: Linux. The buddy allocator's free lists are effectively a random order of
+  frames after a while of uptime (Johnny Cache, OSDI'23, section 2), so a new unit gets
+  a uniformly random free frame; freed frames are reused first (LIFO, as the per-CPU
+  free lists). Hot pages then share slots as the birthday paradox says.
+- `jc`: Johnny Cache's static policy: each new unit goes to a slot of the lowest
+  contention level, level = min(heat / 50, 19) with heat = 50 per allocated unit plus
+  any sampled heat a dynamic policy adds (`extra_heat`); ties broken at random.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import TierlabError
+from ..registry import Registry
+
+FRAME_ALLOCATORS: Registry = Registry("frame allocator")
+
+#: Johnny Cache: heat per allocated page, and the number of contention levels
+JC_PAGE_HEAT = 50
+JC_LEVELS = 20
+
+
+class FrameAllocator:
+    """Hands out and takes back physical frames (int64 arrays)."""
+
+    def __init__(self, nframes: int, nslots: int, rng: np.random.Generator):
+        if nframes < 1 or nslots < 1:
+            raise TierlabError(f"bad frame allocator size: {nframes} frames, {nslots} slots")
+        self.nframes, self.nslots, self.rng = int(nframes), int(nslots), rng
+        self.count = np.zeros(self.nslots, dtype=np.int64)  # allocated frames per slot
+
+    def alloc(self, n: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def free(self, frames) -> None:
+        raise NotImplementedError
+
+    def open_slots(self) -> np.ndarray:
+        """Slots with a free frame."""
+        raise NotImplementedError
+
+    def alloc_in(self, slots) -> np.ndarray:
+        """One frame in each of `slots` (distinct, each with a free way)."""
+        raise NotImplementedError
+
+    def _no_room(self, n: int):
+        return TierlabError(f"out of physical frames: {n} more wanted, "
+                            f"{self.nframes - int(self.count.sum())} free")
+
+
+@FRAME_ALLOCATORS.register("random")
+class RandomFrames(FrameAllocator):
+    """Linux: a uniformly random free frame per unit; freed frames are reused first."""
+
+    def __init__(self, nframes: int, nslots: int, rng: np.random.Generator):
+        super().__init__(nframes, nslots, rng)
+        self._stack = rng.permutation(self.nframes).astype(np.int64)
+        self._top = self.nframes
+
+    def alloc(self, n: int) -> np.ndarray:
+        n = int(n)
+        if n > self._top:
+            raise self._no_room(n)
+        out = self._stack[self._top - n:self._top][::-1].copy()
+        self._top -= n
+        self.count += np.bincount(out % self.nslots, minlength=self.nslots)
+        return out
+
+    def free(self, frames) -> None:
+        f = np.asarray(frames, dtype=np.int64)
+        self._stack[self._top:self._top + f.size] = f
+        self._top += f.size
+        self.count -= np.bincount(f % self.nslots, minlength=self.nslots)
+
+    def open_slots(self) -> np.ndarray:
+        return np.bincount(self._stack[:self._top] % self.nslots,
+                           minlength=self.nslots) > 0
+
+    def alloc_in(self, slots) -> np.ndarray:
+        """The most recently freed frame of each of `slots` (distinct, each open)."""
+        slots = np.asarray(slots, dtype=np.int64)
+        free = self._stack[:self._top]
+        rev = (free % self.nslots)[::-1]
+        u, first = np.unique(rev, return_index=True)
+        idx = self._top - 1 - first[np.searchsorted(u, slots)]
+        out = free[idx].copy()
+        keep = np.ones(self._top, dtype=bool)
+        keep[idx] = False
+        rest = free[keep]
+        self._stack[:rest.size] = rest
+        self._top = rest.size
+        self.count[slots] += 1
+        return out
+
+
+@FRAME_ALLOCATORS.register("jc")
+class JohnnyCacheFrames(FrameAllocator):
+    """Johnny Cache's static allocation: the least contended slot first (OSDI'23)."""
+
+    def __init__(self, nframes: int, nslots: int, rng: np.random.Generator):
+        super().__init__(nframes, nslots, rng)
+        ways = -(-self.nframes // self.nslots)
+        self._used = np.zeros((ways, self.nslots), dtype=bool)
+        self._used.reshape(-1)[self.nframes:] = True  # frames past the end do not exist
+        self._free_ways = (~self._used).sum(axis=0)
+        self.extra_heat = np.zeros(self.nslots)
+
+    def levels(self) -> np.ndarray:
+        """Contention level of every slot: min(heat / 50, 19)."""
+        heat = JC_PAGE_HEAT * self.count + self.extra_heat
+        return np.minimum(heat // JC_PAGE_HEAT, JC_LEVELS - 1).astype(np.int64)
+
+    def open_slots(self) -> np.ndarray:
+        """Slots with a free frame."""
+        return self._free_ways > 0
+
+    def alloc(self, n: int) -> np.ndarray:
+        n = int(n)
+        if n > int(self._free_ways.sum()):
+            raise self._no_room(n)
+        out = []
+        while n > 0:
+            lvl = self.levels()
+            lvl[~self.open_slots()] = JC_LEVELS
+            cand = np.flatnonzero(lvl == lvl.min())
+            if cand.size > n:
+                cand = np.sort(self.rng.choice(cand, n, replace=False))
+            out.append(self.alloc_in(cand))
+            n -= cand.size
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+    def alloc_in(self, slots) -> np.ndarray:
+        """One frame in each of `slots` (distinct, each with a free way)."""
+        slots = np.asarray(slots, dtype=np.int64)
+        way = np.argmin(self._used[:, slots], axis=0)
+        self._used[way, slots] = True
+        self._free_ways[slots] -= 1
+        self.count[slots] += 1
+        return way * self.nslots + slots
+
+    def free(self, frames) -> None:
+        f = np.asarray(frames, dtype=np.int64)
+        way, slot = np.divmod(f, self.nslots)
+        self._used[way, slot] = False
+        np.add.at(self._free_ways, slot, 1)
+        np.subtract.at(self.count, slot, 1)
+
+
+def make_allocator(name: str, nframes: int, nslots: int, rng) -> FrameAllocator:
+    """The named allocator; unknown names fail listing the valid ones."""
+    cls = FRAME_ALLOCATORS.get(name)
+    return cls(nframes, nslots, rng)
