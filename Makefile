@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean traces
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,6 +26,12 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
+
+# make traces: record the real workloads of scripts/traces/ at evaluation size (minutes
+# each; Debian packages listed in docs/traces.md) into $TRACES_OUT (default traces-out/).
+traces: $(STAMP)
+	TIERLAB=$(CURDIR)/$(BIN)/tierlab scripts/traces/record-all.sh --size eval \
+	  --out "$${TRACES_OUT:-traces-out}"
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache

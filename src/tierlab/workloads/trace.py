@@ -32,7 +32,25 @@ the pages first seen in it are allocated in it, in address order. When the trace
 more windows than ``max_changes`` (default 400) consecutive windows are merged in equal
 groups (their counts summed). ``loop`` replays the trace k times (allocations only in
 the first pass); ``scale`` multiplies the work (scale 0.5 replays the first half,
-scale 2 twice through) but cannot change a recorded footprint.
+scale 2 twice through) but cannot change a recorded footprint; ``copies`` can.
+
+Footprint replication, ``copies`` = k (default 1): k instances of the recorded program
+side by side, as on a machine k times larger. Each copy has its own pages (the
+compacted span rounded up to 2 MiB plus one empty 2 MiB chunk, copy i at i times that
+stride, so every copy keeps the 2 MiB offsets), makes the recorded counts in every
+window and brings its own ``threads`` (the workload has k x threads). Work stays
+accesses, summed over the copies: a window of A accesses is k x A units, the run
+k x loop x (trace accesses), and each copy's page gets count / (k x A) per unit of
+work; with k times the threads the throughput is about k times one copy's, so every
+page keeps its recorded per-page rate (in accesses per second, too, while bandwidth
+lasts). ``--scale F`` with k copies builds the miniature of that k-copy run:
+n = max(1, round(k x F)) copies are laid out, the work is k x F x loop x (trace
+accesses) and the engine runs k x F x threads, so when k x F is a whole number the n
+copies replay their traces in full at the recorded per-page rates (exact miniature).
+When k x F < 1 one copy replays the first k x F of its trace (k = 1 is the plain
+`scale` rule above); otherwise each copy replays k x F / n of it. The rate field of a
+change has n x (records of its windows) segments: copies cost memory and time in
+proportion, so prefer ``--scale`` over huge k at full scale.
 
 Address layout: page indices are made relative to the lowest touched 2 MiB chunk (2 MiB
 alignment is kept, so huge-page and cache-slot mappings see the real offsets). Real
@@ -118,6 +136,10 @@ class TraceData:
 
     def touched_pages(self) -> np.ndarray:
         return uniq(self.pages)
+
+    def page_totals(self):
+        """Touched pages (sorted) and their reads + writes over all windows (int64)."""
+        return _page_totals(self.pages, self.reads, self.writes)
 
     def summary(self) -> dict:
         """Windows, accesses, touched pages, span, and skew (share of accesses on the
@@ -423,10 +445,14 @@ def _runs(pages: np.ndarray) -> np.ndarray:
 
 @WORKLOADS.register("trace")
 class Trace(Workload):
-    """trace:PATH — replay a recorded page-level trace (.npz tierlab format or pagegrind .pg)."""
+    """trace:PATH — replay a recorded page-level trace (.npz tierlab format or pagegrind .pg).
+
+    Parameters: loop, threads (per copy), compute_ns, mlp, compact, max_changes, and
+    copies (footprint replication; see the module docstring for its rules with scale).
+    """
 
     def __init__(self, path=None, loop=1, threads=1, compute_ns=1.0, mlp=4.0,
-                 compact="auto", max_changes=400, scale=1.0, seed=0):
+                 compact="auto", max_changes=400, copies=1, scale=1.0, seed=0):
         super().__init__()
         if path is None or not str(path).strip():
             raise TierlabError("trace needs a file: trace:PATH (.npz or pagegrind .pg)")
@@ -436,6 +462,7 @@ class Trace(Workload):
         loops = parse_number(loop, "trace loop", lo=1, integer=True)
         compact = parse_choice(compact, "trace compact", ("auto", "yes", "no"))
         maxc = parse_number(max_changes, "trace max_changes", lo=1, integer=True)
+        ncopies = parse_number(copies, "trace copies", lo=1, integer=True)
         path = str(path).strip()
         t = read_trace(path)
         self.trace = t
@@ -447,8 +474,14 @@ class Trace(Workload):
             raise TierlabError(f"trace {path!r}: no accesses")
         # Page mapping.
         touched = t.touched_pages()
-        mapped, self.npages = compact_map(touched, compact)
+        mapped, span = compact_map(touched, compact)
         self._touched, self._mapped = touched, mapped
+        # Copies: k at full scale, n laid out in this (possibly scaled) run.
+        eff = ncopies * scale
+        self.copies = max(1, int(math.floor(eff + 0.5)))
+        self.stride = (-(-span // CHUNK) + 1) * CHUNK
+        self.npages = (self.copies - 1) * self.stride + span
+        self.threads *= ncopies
         # Window groups so that loops x groups <= max_changes.
         nwin = t.nwindows
         per_pass = max(1, maxc // loops)
@@ -460,7 +493,7 @@ class Trace(Workload):
         self._gacc = gacc
         self._gat = np.concatenate(([0.0], np.cumsum(gacc)[:-1]))
         self.trace_accesses = total
-        self.total_work = loops * scale * total
+        self.total_work = loops * eff * total
         # First group touching each page -> allocation per group.
         grp_of_rec = np.repeat(np.arange(len(gstart)),
                                np.diff(self._gptr)) if nwin else np.zeros(0, np.int64)
@@ -473,12 +506,16 @@ class Trace(Workload):
         o2 = np.lexsort((fp, fg))
         self._alloc_pages, self._alloc_grp = fp[o2], fg[o2]
         self._rec_map = rec_map
-        in_work = self._gat[fg] < self.total_work if len(fg) else np.zeros(0, bool)
-        self.footprint_pages = int(np.count_nonzero(in_work))
+        in_work = (self.copies * self._gat[fg] < self.total_work if len(fg)
+                   else np.zeros(0, bool))
+        self.footprint_pages = self.copies * int(np.count_nonzero(in_work))
         self.params = {"path": path, "loop": loops, "threads": self.threads,
                        "windows": nwin, "windows_per_change": g,
-                       "touched": fmt_size(len(touched) * PAGE),
+                       "touched": fmt_size(self.copies * len(touched) * PAGE),
                        "span": fmt_size(self.npages * PAGE), "accesses": self.total_work}
+        if ncopies != 1:
+            self.params["copies"] = ncopies
+            self.params["copies_laid_out"] = self.copies
 
     def _group_field(self, j: int) -> RateField:
         a, b = int(self._gptr[j]), int(self._gptr[j + 1])
@@ -488,18 +525,27 @@ class Trace(Workload):
         w = t.writes[a:b].astype(np.float64)
         if self.group > 1:
             pages, r, w = _sum_by_page(pages, r, w)
-        tot = self._gacc[j]
+        tot = self._gacc[j] * self.copies
         keep = (r > 0) | (w > 0)
         pages, r, w = pages[keep], r[keep], w[keep]
+        if self.copies > 1:
+            pages = self._replicate(pages)
+            r, w = np.tile(r, self.copies), np.tile(w, self.copies)
         return RateField(pages, pages + 1, r / tot, w / tot, self.npages)
+
+    def _replicate(self, pages: np.ndarray) -> np.ndarray:
+        """Sorted pages of copy 0 -> the same pages in every copy, in address order."""
+        off = np.arange(self.copies, dtype=np.int64)[:, None] * self.stride
+        return (pages[None, :] + off).ravel()
 
     def changes(self):
         ngroups = len(self._gacc)
         bounds = np.searchsorted(self._alloc_grp, np.arange(ngroups + 1))
-        passes = math.ceil(self.total_work / self.trace_accesses - 1e-12)
+        per_pass = self.copies * self.trace_accesses
+        passes = math.ceil(self.total_work / per_pass - 1e-12)
         for k in range(passes):
             for j in range(ngroups):
-                at = k * self.trace_accesses + float(self._gat[j])
+                at = k * per_pass + self.copies * float(self._gat[j])
                 if at >= self.total_work:
                     return
                 if self._gacc[j] <= 0:
@@ -508,7 +554,7 @@ class Trace(Workload):
                 if k == 0:
                     newp = self._alloc_pages[bounds[j]:bounds[j + 1]]
                     if len(newp):
-                        alloc = _runs(np.sort(newp))
+                        alloc = _runs(self._replicate(np.sort(newp)))
                 yield Change(at, field=self._group_field(j), alloc=alloc,
                              label=f"pass {k} window {j * self.group}")
 
