@@ -24,7 +24,7 @@ def run_cli(*args):
     (["run", "--machine", "nosuch"], "unknown machine 'nosuch'; valid: dram-cxl, optane-2tier"),
     (["run", "--workload", "nosuch"], "unknown workload 'nosuch'; valid:"),
     (["run", "--policy", "nosuch"], "unknown policy 'nosuch'; valid: "),
-    (["run", "--alloc", "nosuch"], "valid: dram-always, dram-preferred, pm-always, pm-preferred"),
+    (["run", "--alloc", "nosuch"], "valid: alloc-auto, dram-always, dram-preferred, pm-always, pm-preferred"),
     (["run", "--workload", "gups:hotset,hot=lots"], "bad"),
     (["run", "--workload", "gups:hotset,bogus=1"], "unknown parameter 'bogus'"),
     (["run", "--workload", "gups:nosuch"], "nosuch"),

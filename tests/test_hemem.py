@@ -249,6 +249,18 @@ def test_shared_core_slows_the_application():
     assert sh["throughput"] < de["throughput"] * 0.995
 
 
+@pytest.mark.parametrize("scale", [1 / 64, 1 / 256])
+def test_a_spinning_sampler_on_the_applications_cores_costs_one_thread(scale):
+    """HeMem's PEBS thread spins (busy=on): sharing the application's cores takes one of
+    16 threads' time at any --scale, not just its samples' cost."""
+    run = {busy: tierlab.run(machine="optane-2tier", workload="gups:hotset,hot=1GiB",
+                             policy=f"hemem:core=shared,busy={busy}", scale=scale, seed=0)
+           for busy in ("on", "off")}
+    on, off = run["on"], run["off"]
+    assert on["policy_stats"]["monitor"]["busy"] is True
+    assert on["throughput"] / off["throughput"] == pytest.approx(1 - 1 / 16, abs=0.01)
+
+
 def test_gups_hot_set_fits_dram_near_oracle():
     """HeMem's Figure: with the hot set within DRAM, GUPS runs close to the bound."""
     sim = tierlab.api.simulation("optane-2tier", "gups:hotset", "hemem", scale=SCALE,

@@ -43,21 +43,26 @@ def check_frames(sim):
                                       minlength=c.spec.nslots), c.allocator.count)
 
 
-def replay(slot_of_page, rates, write_frac, n, rng):
-    """Exact replay: n Poisson-merged accesses, each set direct-mapped; returns
-    (hits, write-backs) per access. A set's line is dirty once written since its fill."""
-    p = rates / rates.sum()
-    pages = rng.choice(p.size, n, p=p)
-    writes = rng.random(n) < write_frac[pages]
-    slot = slot_of_page[pages]
-    order = np.argsort(slot, kind="stable")  # each set's accesses in time order
-    pg, wr, sl = pages[order], writes[order], slot[order]
-    same_set = np.r_[False, sl[1:] == sl[:-1]]
-    hit = same_set & np.r_[False, pg[1:] == pg[:-1]]
+def replay_sets(owner, sets, writes):
+    """Exact replay of a direct-mapped cache: accesses in time order, each by `owner`
+    to cache set `sets`; returns (hits, write-backs) per access. A set's line is dirty
+    once written since its fill; the next access by another owner evicts it."""
+    order = np.argsort(sets, kind="stable")  # each set's accesses, in time order
+    ow, wr, st = owner[order], writes[order], sets[order]
+    same_set = np.r_[False, st[1:] == st[:-1]]
+    hit = same_set & np.r_[False, ow[1:] == ow[:-1]]
     run = np.cumsum(~hit)  # a run: a fill and the hits after it
     dirty = np.bincount(run, wr) > 0
-    ends = np.r_[~hit[1:] & same_set[1:], False]  # the next access of the set evicts
-    return hit.mean(), dirty[run[ends]].sum() / n
+    ends = np.r_[~hit[1:] & same_set[1:], False]
+    return hit.mean(), dirty[run[ends]].sum() / owner.size
+
+
+def replay(slot_of_page, rates, write_frac, n, rng):
+    """Poisson-merged accesses to pages spread uniformly over their 64 lines."""
+    pages = rng.choice(rates.size, n, p=rates / rates.sum())
+    lines = rng.integers(0, 64, n)
+    writes = rng.random(n) < write_frac[pages]
+    return replay_sets(pages * 64 + lines, slot_of_page[pages] * 64 + lines, writes)
 
 
 def test_slot_is_frame_mod_slots_and_model_matches_exact_replay():
@@ -168,3 +173,54 @@ def test_memory_mode_policies_refuse_a_machine_without_a_cache(capsys):
     rc = main(["run", "--machine", "optane-memory-mode:frame=1GiB", "--workload",
                "gups:hotset", "--policy", "linux-mm"])
     assert rc == 2 and "4KiB, 2MiB" in capsys.readouterr().err
+
+
+class HotLines(HotCold):
+    """HotCold whose hot pages put `share` of their accesses on one line each."""
+
+    def __init__(self, share=0.8, **kw):
+        super().__init__(**kw)
+        self.share = share
+
+    def line_skew(self):
+        f = self.field(0, self.n)
+        hot = np.arange(self.n - self.hot, self.n)
+        r, w = f.rate_of(hot)
+        return hot, self.share * (r + w), np.ones(hot.size)
+
+
+def test_hot_lines_model_matches_exact_replay():
+    """A cache of lines keeps a page's hot line even when the page shares its slot."""
+    m = mm_machine(cache_pages=8, pm_pages=256)
+    wl = HotLines(share=0.8, n=40, hot=10, hot_frac=0.6, work=2e5, write_frac=0.3)
+    sim, rec = run(m, wl)
+    c = sim.cache
+    units, r, w = c.unit_rates()
+    lam = r + w
+    h, _ = c.hot_lines(units)
+    assert (h > 0).sum() == 10
+    rng = np.random.default_rng(2)
+    n = 600_000
+    pages = rng.choice(lam.size, n, p=lam / lam.sum())
+    hot_off = rng.integers(0, 64, lam.size)  # each hot page's hot line
+    on_hot = rng.random(n) < (h / lam)[pages]
+    lines = np.where(on_hot, hot_off[pages], rng.integers(0, 64, n))
+    # the model treats a page's hot line and its other accesses to that offset alike
+    writes = rng.random(n) < (w / lam)[pages]
+    slot = c.slot_of(units)
+    hits, wbs = replay_sets(pages * 64 + lines, slot[pages] * 64 + lines, writes)
+    model = c.model()
+    tot = lam.sum()
+    assert (model["hit_r"] + model["hit_w"]) / tot == pytest.approx(hits, abs=0.01)
+    assert model["writeback"] / tot == pytest.approx(wbs, abs=0.01)
+    plain = HotCold(n=40, hot=10, hot_frac=0.6, work=2e5, write_frac=0.3)
+    flat = run(mm_machine(cache_pages=8, pm_pages=256), plain)[0].cache.model()
+    assert model["hit_r"] + model["hit_w"] > flat["hit_r"] + flat["hit_w"] + 0.05 * tot
+
+
+def test_sweeps_miss_whenever_a_slot_is_shared():
+    m = mm_machine(cache_pages=64, pm_pages=1024)
+    from tierlab.workloads.stream import Stream
+    for size, want in (("256KiB", 1.0), ("512KiB", 0.0)):  # 64 or 128 pages, 64 slots
+        sim, rec = run(m, Stream(size=size, arrays=2, sweeps=3), "jc-static")
+        assert rec["dram_cache"]["hit_ratio"] == pytest.approx(want)

@@ -350,11 +350,13 @@ def parser() -> argparse.ArgumentParser:
                         "simulator and write DIR/README.md (tables with the paper's numbers "
                         "next to the simulator's), PNG figures and DIR/results.json.",
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    rp.add_argument("name", help="which paper: idt, hemem, telescope")
+    rp.add_argument("name", help="which paper: idt, hemem, telescope, johnny-cache, "
+                    "allocation")
     rp.add_argument("--out", required=True, help="output directory")
     rp.add_argument("--scale", type=_scale, default=None,
                     help="miniature scale (default: idt 1/64, as the @baselines suite; "
-                    "hemem 1/256, a 2 GiB miniature of its 512 GiB GUPS)")
+                    "hemem 1/256, a 2 GiB miniature of its 512 GiB GUPS; telescope 1, "
+                    "the paper's footprints; johnny-cache 1/32; allocation 1/64)")
     rp.add_argument("--workloads", type=_csv, default=["@baselines"],
                     help="workload specs or @SUITE (default: @baselines)")
     rp.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
@@ -432,6 +434,9 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
                    help="the command to run")
     e.set_defaults(fn=cmd_exec)
+
+    from .tracing import add_parser as add_trace_parser
+    add_trace_parser(sub)
 
     no = sub.add_parser("nodes", help="this machine's NUMA nodes and tiers as tierlab "
                         "sees them", description="Nodes, CPUs, capacity, free memory, "

@@ -20,11 +20,25 @@ i's too: q_i = lambda_i / Lambda. So per unit of work:
   lambda_j (run lengths are geometric with continuation q). Dirty runs cost a
   write-back to the slow memory: a miss can cost a write-back plus a fill.
 
+Hot lines (workloads with `line_skew()`, such as GUPS++: pages whose hot items take
+most of their accesses on a few lines). Unit i has h_i accesses on c_i hot lines and
+g_i = lambda_i - h_i spread over its L lines (b_i = g_i / L per line); in a slot whose
+units' per-line background sums to B, a hot line hits with q = (h_i / c_i) /
+(h_i / c_i + B - b_i) and a background line with q = b_i / B (a hot line of another
+unit landing on the same offset is ignored: c_j / L of the offsets). Without hot lines
+this is the rule above. This is what lets a cache of lines keep scattered hot items
+that page-granularity placement cannot separate from their cold neighbours.
+
+Cyclic sweeps (workloads with `sweep` = True, such as `stream`) are not Poisson: between
+two visits to a line every other accessed unit of its slot is visited once, so a unit
+that shares its slot with another accessed unit always misses (q_i = 0) and one alone
+always hits (q_i = 1); the write-back rule above then gives each miss the dirtiness of
+the line it evicts.
+
 Costs, as two devices for the closed-loop solver (engine/throughput.py): the DRAM
 serves hits at its latency and takes the fills' writes (bandwidth only); the slow
 memory serves misses at its read latency plus the DRAM tag check and takes the
-write-backs (bandwidth only). A cyclic stream over more than the cache misses more
-than this model says (it is not Poisson); docs/johnny-cache.md.
+write-backs (bandwidth only).
 """
 from __future__ import annotations
 
@@ -116,24 +130,57 @@ class DramCache:
     def invalidate(self) -> None:
         self._model = None
 
+    def hot_lines(self, units):
+        """(hot accesses per work, hot lines) of each unit from the workload's
+        `line_skew()`; zeros without one."""
+        h, c = np.zeros(units.size), np.zeros(units.size)
+        skew = getattr(self.sim.workload, "line_skew", None)
+        got = skew() if skew is not None else None
+        if got is not None:
+            pages, rate, lines = (np.asarray(x) for x in got)
+            idx = np.searchsorted(units, pages // self.fp)
+            ok = (idx < units.size) & (units[np.minimum(idx, units.size - 1)] == pages // self.fp)
+            h = np.bincount(idx[ok], rate[ok], minlength=units.size)
+            c = np.bincount(idx[ok], lines[ok], minlength=units.size)
+        return h, c
+
     def model(self) -> dict:
         """Hits, misses and write-backs per unit of work (see the module docstring)."""
         if self._model is not None:
             return self._model
         units, r, w = self.unit_rates()
         lam = r + w
-        slot = self.frame[units] % self.spec.nslots
-        tot = np.bincount(slot, lam, minlength=self.spec.nslots)
-        q = np.divide(lam, tot[slot], out=np.zeros_like(lam), where=tot[slot] > 0)
         f = np.divide(w, lam, out=np.zeros_like(lam), where=lam > 0)
-        den = 1.0 - q * (1.0 - f)
-        clean = np.divide((1.0 - f) * (1.0 - q), den, out=np.ones_like(lam), where=den > 0)
-        shared = np.bincount(slot, minlength=self.spec.nslots)[slot] > 1
+        slot = self.frame[units] % self.spec.nslots
+        nslots = self.spec.nslots
+        if getattr(self.sim.workload, "sweep", False):
+            tot = np.bincount(slot, lam, minlength=nslots)
+            parts = [(lam, (lam == tot[slot]).astype(float) * (lam > 0))]
+        else:
+            h, c = self.hot_lines(units)
+            h = np.minimum(h, lam)
+            g = lam - h
+            b = g / (64 * self.fp)
+            B = np.bincount(slot, b, minlength=nslots)[slot]
+            q_bg = np.divide(b, B, out=np.zeros_like(b), where=B > 0)
+            a = np.divide(h, c, out=np.zeros_like(h), where=c > 0)
+            q_hot = np.divide(a, a + B - b, out=np.ones_like(a), where=a + B - b > 0)
+            parts = [(g, q_bg), (h, q_hot)]
+        hit = miss = wb = 0.0
+        hit_r = hit_w = 0.0
+        for x, q in parts:
+            den = 1.0 - q * (1.0 - f)
+            clean = np.divide((1.0 - f) * (1.0 - q), den, out=np.ones_like(x), where=den > 0)
+            hit += float((x * q).sum())
+            hit_w += float((x * f * q).sum())
+            miss += float((x * (1 - q)).sum())
+            wb += float((x * (1 - q) * (1 - clean)).sum())
+        hit_r = hit - hit_w
+        miss_w = float((lam * f).sum()) - hit_w
+        shared = np.bincount(slot, minlength=nslots)[slot] > 1
         self._model = {
-            "hit_r": float((r * q).sum()), "hit_w": float((w * q).sum()),
-            "miss_r": float((r * (1 - q)).sum()), "miss_w": float((w * (1 - q)).sum()),
-            "writeback": float((lam * (1 - q) * (1 - clean)).sum()),
-            "units": int(units.size), "units_sharing": int(shared.sum()),
+            "hit_r": hit_r, "hit_w": hit_w, "miss_r": miss - miss_w, "miss_w": miss_w,
+            "writeback": wb, "units": int(units.size), "units_sharing": int(shared.sum()),
         }
         return self._model
 

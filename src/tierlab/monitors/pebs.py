@@ -20,6 +20,10 @@ assist plus reading the record). `core=dedicated`: the sampling thread has its o
 core (`sim.charge_cpu`, monitor CPU; it steals from the application only if no core is
 spare). `core=shared`: it runs on the application's cores and its time is lost by the
 application (`sim.stall`); Johnny Cache (OSDI'23) shows that this placement matters.
+`busy=on`: the thread spins over the buffers instead of sleeping between polls (HeMem's
+pebs_scan_thread is a `while (true)` loop pinned to a CPU), so it costs its whole core
+for the run, not only the samples it reads (under `--scale F`, F of a core, as the
+application's threads are F of theirs).
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import TierlabError
-from ..units import parse_duration
+from ..units import parse_duration, parse_flag
 from .base import MONITORS, Monitor
 from .primitives import PEBS_SAMPLE_SECONDS, PebsSampler
 
@@ -104,9 +108,10 @@ class Pebs(Monitor):
     dedicated core or on the application's."""
 
     def __init__(self, events="fast_load+slow_load+store", period=10007, poll="10ms",
-                 core="dedicated", sample_cost="300ns", fast="", name="pebs"):
+                 core="dedicated", sample_cost="300ns", fast="", busy="off", name="pebs"):
         super().__init__(events=events, period=period, poll=poll, core=core,
-                         sample_cost=sample_cost, fast=fast)
+                         sample_cost=sample_cost, fast=fast, busy=busy)
+        self.busy = parse_flag(busy, "pebs busy")
         self.events = parse_events(events)
         self.period = parse_period(period)
         self.poll_s = parse_duration(poll, "pebs poll")
@@ -205,6 +210,9 @@ class Pebs(Monitor):
         self._last = float(now)
         self.polls += 1
         cost = len(batch) * self.sample_cost
+        if self.busy:  # a spinning thread holds its core whatever the sample count
+            # (one core at full scale: `--scale F` runs F of the threads, F of the core)
+            cost = max(cost, float(now - batch.t0) * getattr(self.sim, "scale", 1.0))
         if cost > 0:
             self.cpu_seconds += cost
             self.sampler.cpu_seconds += cost
@@ -217,6 +225,6 @@ class Pebs(Monitor):
 
     def stats(self) -> dict:
         return {"samples": {e: int(n) for e, n in self.samples.items()},
-                "polls": self.polls, "core": self.core,
+                "polls": self.polls, "core": self.core, "busy": self.busy,
                 "cpu_seconds": float(self.cpu_seconds),
                 "period": {e: int(v) for e, v in self.period.items()}}

@@ -58,7 +58,9 @@ no kswapd demotion (`kswapd_demotion = False`); a direct reclaim of the top node
 Options (defaults): period=10007, poll=10ms, interval=10ms, hot_reads=8, hot_writes=4,
 cooling=18, cool_pages=8192, budget=10GiB, write_first=on, copy=threads (or dma),
 copy_threads=4, dma_bw=8GiB (per second), wp=on (write-protection stalls),
-core=dedicated (or shared: the PEBS thread's CPU), sample_cost=300ns.
+core=dedicated (or shared: the PEBS thread's CPU), sample_cost=300ns, busy=on (the
+PEBS thread spins and holds its core, as HeMem's pebs_scan_thread loop does; off: it
+costs only its samples).
 """
 from __future__ import annotations
 
@@ -118,12 +120,12 @@ class HeMem(Policy):
     def __init__(self, period=10007, poll="10ms", interval="10ms", hot_reads=8,
                  hot_writes=4, cooling=18, cool_pages=8192, budget="10GiB",
                  write_first="on", copy="threads", copy_threads=4, dma_bw="8GiB",
-                 wp="on", core="dedicated", sample_cost="300ns"):
+                 wp="on", core="dedicated", sample_cost="300ns", busy="on"):
         super().__init__(period=period, poll=poll, interval=interval, hot_reads=hot_reads,
                          hot_writes=hot_writes, cooling=cooling, cool_pages=cool_pages,
                          budget=budget, write_first=write_first, copy=copy,
                          copy_threads=copy_threads, dma_bw=dma_bw, wp=wp, core=core,
-                         sample_cost=sample_cost)
+                         sample_cost=sample_cost, busy=busy)
         self.period = parse_period(period)
         self.poll = poll
         self.interval = parse_duration(interval, "hemem interval")
@@ -147,7 +149,7 @@ class HeMem(Policy):
         self.monitor = Pebs(period="+".join(str(self.period[e]) for e in
                                             ("fast_load", "slow_load", "store")),
                             poll=poll, core=self.core, sample_cost=sample_cost,
-                            name="hemem-pebs")
+                            busy=busy, name="hemem-pebs")
         self.clock = 0
         self.ticks = 0
         self.cooled = 0

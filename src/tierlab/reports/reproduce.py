@@ -16,6 +16,8 @@ from pathlib import Path
 from .. import api
 from ..units import PAGE
 from .plots import plot_speedup
+from .repro_allocation import ALLOC_SCALE, reproduce_allocation
+from .repro_johnny_cache import JC_SCALE, reproduce_johnny_cache
 from .tables import geomean_speedups
 
 IDT_BASELINES = ["autonuma", "autonuma-tiering", "autonuma-tiering-mglru", "tpp",
@@ -369,6 +371,8 @@ def _steady(rec: dict) -> float:
 
 
 REPRODUCTIONS = {"idt": reproduce_idt, "hemem": reproduce_hemem,
-                 "telescope": reproduce_telescope}
+                 "telescope": reproduce_telescope, "johnny-cache": reproduce_johnny_cache,
+                 "allocation": reproduce_allocation}
 #: each reproduction's default miniature (`--scale`)
-REPRODUCTION_SCALE = {"idt": 1 / 64, "hemem": 1 / 256, "telescope": 1.0}
+REPRODUCTION_SCALE = {"idt": 1 / 64, "hemem": 1 / 256, "telescope": 1.0,
+                      "johnny-cache": JC_SCALE, "allocation": ALLOC_SCALE}

@@ -71,6 +71,8 @@ def make_record(sim) -> dict:
     }
     if cache is not None:
         rec["dram_cache"] = cache.stats(acc)
+    if hasattr(sim.alloc, "stats"):
+        rec["alloc_stats"] = sim.alloc.stats()
     return rec
 
 

@@ -5,7 +5,7 @@ trace:PATH. Each module documents its work unit, parameters and where its defaul
 from; `tierlab list workloads` shows the first docstring line of each.
 """
 from .base import WORKLOADS, Change, Workload, ranges
-from . import gups, masim, ycsb, stream, graph, trace  # noqa: F401  (registration)
+from . import gups, masim, ycsb, stream, graph, trace, twitter  # noqa: F401  (registration)
 from .trace import TraceData, convert_pagegrind, from_pagegrind, read_trace, write_trace
 
 __all__ = ["WORKLOADS", "Workload", "Change", "ranges", "TraceData", "read_trace",

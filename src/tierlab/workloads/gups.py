@@ -182,7 +182,18 @@ class Gups(Workload):
         hot_rate = f * counts / k + cold_item * (slots - counts)
         floor = cold_item * slots
         self.hot_page_list = pages
+        # within a hot page the hot items' lines take its hot updates (1 read + 1 write
+        # each): what a cache of lines sees (engine/dram_cache.py)
+        self._line_skew = (pages, 2.0 * f * counts / k, counts * -(-self.item // 64))
         return points_over_floor(n, 0, n, floor, floor, pages, hot_rate, hot_rate)
+
+    def line_skew(self):
+        """(pages, accesses per update on their hot lines, hot lines per page) for
+        gupspp; None for the variants whose pages are touched uniformly."""
+        if self.variant != "gupspp":
+            return None
+        self.field()
+        return self._line_skew
 
     def field(self) -> RateField:
         if self._field0 is None:

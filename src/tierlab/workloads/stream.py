@@ -32,6 +32,10 @@ from ._common import common_params, default_work, parse_bytes, parse_number, par
 class Stream(Workload):
     """Sequential sweeps over k arrays (STREAM triad by default, NAS MG-like)."""
 
+    #: cyclic sweeps, not Poisson accesses: a direct-mapped cache slot shared by two
+    #: swept pages misses every time (engine/dram_cache.py)
+    sweep = True
+
     def __init__(self, size="48GiB", arrays=3, sweeps=None, threads=16, compute_ns=0.5,
                  mlp=16.0, scale=1.0, seed=0):
         super().__init__()
