@@ -201,7 +201,10 @@ def test_reproduce_allocation_writes_its_report(tmp_path):
     assert path == tmp_path / "README.md"
     assert (tmp_path / "allocation-heatmap.png").stat().st_size > 1000
     recs = json.loads((tmp_path / "results.json").read_text())
-    assert len(recs) == 3 * 5
+    synthetic = [r for r in recs if not r["workload"].startswith("trace:")]
+    assert len(synthetic) == 3 * 5
+    assert len(recs) - len(synthetic) == 3 * 5  # the real-trace row (repository root)
+    assert "rocksdb-dbbench" in text
     assert {r["alloc"] for r in recs} == {"dram-preferred", "dram-always", "pm-preferred",
                                           "pm-always", "alloc-auto"}
     assert all(r["speedup"] == pytest.approx(1.0) for r in recs

@@ -113,7 +113,8 @@ def _touched_once(scale: float) -> float | None:
     """Share of the pages the default `twitter` sets during the run that its fields
     touch fewer than twice (expected requests per page)."""
     import numpy as np
-    w = _twitter.Twitter(scale=scale)
+    from ..workloads.twitter import Twitter
+    w = Twitter(scale=scale)
     t = np.concatenate([w.touches(k) for k in range(w.steps)])
     return float((t < 2 - 1e-9).mean()) if len(t) else None
 
