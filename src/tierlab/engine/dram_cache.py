@@ -166,8 +166,7 @@ class DramCache:
             a = np.divide(h, c, out=np.zeros_like(h), where=c > 0)
             q_hot = np.divide(a, a + B - b, out=np.ones_like(a), where=a + B - b > 0)
             parts = [(g, q_bg), (h, q_hot)]
-        hit = miss = wb = 0.0
-        hit_r = hit_w = 0.0
+        hit = miss = wb = hit_w = 0.0
         for x, q in parts:
             den = 1.0 - q * (1.0 - f)
             clean = np.divide((1.0 - f) * (1.0 - q), den, out=np.ones_like(x), where=den > 0)
