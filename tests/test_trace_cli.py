@@ -21,7 +21,9 @@ from tierlab.errors import TierlabError
 from tierlab.monitors import ExactSource, RateSource
 from tierlab.tracing.analysis import heatmap, trace_info
 from tierlab.workloads import WORKLOADS
-from tierlab.workloads.trace import CHUNK, PG_MAGIC, Trace, read_trace, write_trace
+from tierlab.workloads.trace import CHUNK, Trace, read_trace, write_trace
+
+from test_workload_trace import write_pg
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "traces"
@@ -30,16 +32,6 @@ REAL = ["redis-ycsb-zipfian", "redis-ycsb-latest", "redis-ycsb-uniform",
         "memcached-memaslap", "rocksdb-dbbench", "hpcc-randomaccess"]
 SHARED_PR = Path("/work/shared/traces/gapbs-pr-g16.pg")
 Z_MAX = 4.5
-
-
-def write_pg(path, epochs):
-    """epochs: list of (epoch_no, [(vpn, reads, writes), ...], accesses)."""
-    rec = np.dtype([("vpn", "<u8"), ("r", "<u4"), ("w", "<u4")])
-    out = bytearray()
-    for e, recs, acc in epochs:
-        out += np.array([PG_MAGIC, e, len(recs), acc], dtype="<u8").tobytes()
-        out += np.array(recs, dtype=rec).tobytes()
-    Path(path).write_bytes(bytes(out))
 
 
 def cli(capsys, *args):

@@ -5,7 +5,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 usage() {
     cat <<'EOF'
-usage: record-all.sh [--size small|eval] [--out DIR] [--only NAME,...]
+usage: record-all.sh [--size small|eval] [--out DIR] [--window N] [--only NAME,...]
 
 Records, one after the other, into DIR (default: traces-out/ in the repository):
   redis-ycsb-zipfian, redis-ycsb-latest, redis-ycsb-uniform   (redis-ycsb.sh)
@@ -18,25 +18,19 @@ failed. --size small makes the miniatures kept in tests/data/traces/.
 EOF
 }
 
-SIZE="eval"
-OUT="$(cd "$HERE/../.." && pwd)/traces-out"
+source "$HERE/common.sh"
+NAME="record-all"
+parse_common "$@"
+OUT="${OUT:-$REPO/traces-out}"
 ONLY=""
+set -- "${ARGS[@]}"
 while [ $# -gt 0 ]; do
     case "$1" in
-        --size) SIZE="${2:-}"; shift 2 || exit 2 ;;
-        --size=*) SIZE="${1#*=}"; shift ;;
-        --out) OUT="${2:-}"; shift 2 || exit 2 ;;
-        --out=*) OUT="${1#*=}"; shift ;;
-        --only) ONLY="${2:-}"; shift 2 || exit 2 ;;
+        --only) ONLY="${2:-}"; shift 2 || die "--only needs a value" ;;
         --only=*) ONLY="${1#*=}"; shift ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "record-all: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+        *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
-case "$SIZE" in
-    small|eval) ;;
-    *) echo "record-all: error: bad --size '$SIZE'; valid: small, eval" >&2; exit 2 ;;
-esac
 
 # name | script and its arguments
 JOBS=(
@@ -53,12 +47,12 @@ if [ -n "$ONLY" ]; then
     IFS=, read -r -a WANT <<< "$ONLY"
     for w in "${WANT[@]}"; do
         [[ " ${NAMES[*]} " == *" $w "* ]] ||
-            { echo "record-all: error: unknown recording '$w'; valid: ${NAMES[*]}" >&2; exit 2; }
+            die "unknown recording '$w'; valid: ${NAMES[*]}"
     done
 fi
 
 mkdir -p "$OUT"
-if [ "$OUT" -ef "$HERE/../../traces-out" ] && [ ! -e "$OUT/.gitignore" ]; then
+if [ "$OUT" -ef "$REPO/traces-out" ] && [ ! -e "$OUT/.gitignore" ]; then
     printf '*\n' > "$OUT/.gitignore"
 fi
 SUMMARY=()
@@ -71,7 +65,8 @@ for j in "${JOBS[@]}"; do
     fi
     echo "== $name ($SIZE)" >&2
     start=$SECONDS
-    if "$HERE/${cmd[0]}" "${cmd[@]:1}" --size "$SIZE" --out "$OUT/$name.npz"; then
+    if "$HERE/${cmd[0]}" "${cmd[@]:1}" --size "$SIZE" --out "$OUT/$name.npz" \
+            ${WINDOW:+--window "$WINDOW"}; then
         secs=$((SECONDS - start))
         bytes=$(stat -c %s "$OUT/$name.npz")
         SUMMARY+=("$(printf '%-22s ok     %6d s  %10d bytes' "$name" "$secs" "$bytes")")

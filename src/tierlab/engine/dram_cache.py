@@ -45,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..machines.machine import CacheSpec
+from ..units import PAGE
 from .frames import make_allocator
 
 
@@ -109,7 +110,7 @@ class DramCache:
         self.remapped += int(units.size)
         self.sim.stats.by_reason["remap"] = self.sim.stats.by_reason.get("remap", 0) \
             + int(units.size) * self.fp
-        self.sim.stats.migrated_bytes += int(units.size) * self.fp * 4096
+        self.sim.stats.migrated_bytes += int(units.size) * self.fp * PAGE
         self.sim._charge_copy(int(units.size) * self.fp, sync=False, copies=1)
         self._model = None
         self.sim._x_dirty = True

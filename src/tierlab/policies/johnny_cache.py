@@ -28,6 +28,7 @@ from ..engine.frames import JC_PAGE_HEAT
 from ..errors import TierlabError
 from ..monitors.pebs import Pebs
 from ..units import parse_duration
+from ..workloads._common import parse_number
 from .base import POLICIES
 from .static import Static
 
@@ -163,11 +164,4 @@ class JCDynamic(_MemoryMode):
 
 
 def _positive_int(value, what: str) -> int:
-    try:
-        x = int(str(value))
-    except ValueError:
-        raise TierlabError(f"bad jc-dynamic {what} {value!r}: expected a positive "
-                           "integer") from None
-    if x < 1:
-        raise TierlabError(f"bad jc-dynamic {what} {value!r}: must be >= 1")
-    return x
+    return int(parse_number(value, f"jc-dynamic {what}", lo=1, integer=True))

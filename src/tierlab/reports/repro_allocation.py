@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import api
 from ..errors import TierlabError
-from .results import write_results
+from .results import present_traces, write_results
 
 ALLOC_MACHINE = "optane-2tier"
 ALLOC_TIERING = ["multi-clock", "idt", "tpp"]
@@ -37,11 +37,6 @@ TRACE_MACHINE = "optane-2tier:dram=64MiB,optane=512MiB"
 TRACE_WORKLOADS = ["trace:tests/data/traces/rocksdb-dbbench.npz,copies=16"]
 #: alloc-auto's target: within this of the best fixed policy on every workload
 AUTO_TARGET = 0.05
-
-
-def _trace_path(spec: str) -> str:
-    """The file of a `trace:PATH,params` spec."""
-    return spec[len("trace:"):].split(",")[0]
 
 
 def _speedups(recs: list[dict]) -> None:
@@ -134,7 +129,7 @@ def reproduce_allocation(out: Path, scale: float, workloads: list[str], jobs: in
     allocs = ALLOC_FIXED + [ALLOC_AUTO]
     recs = api.compare([ALLOC_MACHINE], workloads, ALLOC_TIERING, allocs, scale=scale,
                        jobs=jobs, on_done=on_done)
-    traces = [w for w in TRACE_WORKLOADS if Path(_trace_path(w)).exists()]
+    traces = present_traces(TRACE_WORKLOADS)
     if traces:
         recs += api.compare([TRACE_MACHINE], traces, ALLOC_TIERING, allocs, scale=1.0,
                             jobs=jobs, on_done=on_done)

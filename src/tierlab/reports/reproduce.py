@@ -18,6 +18,7 @@ from ..units import PAGE
 from .plots import plot_speedup
 from .repro_allocation import ALLOC_SCALE, reproduce_allocation
 from .repro_johnny_cache import JC_SCALE, reproduce_johnny_cache
+from .results import present_traces
 from .tables import geomean_speedups
 
 IDT_BASELINES = ["autonuma", "autonuma-tiering", "autonuma-tiering-mglru", "tpp",
@@ -166,7 +167,7 @@ IDT_TRACES = ["trace:tests/data/traces/rocksdb-dbbench.npz,copies=16",
 def idt_real_traces(out: Path, jobs: int | None, on_done=None) -> str:
     """The real-trace rows: IDT and the baselines on recorded programs at full scale
     (run from the repository's root, where the recordings are; skipped elsewhere)."""
-    traces = [w for w in IDT_TRACES if Path(w[len("trace:"):].split(",")[0]).exists()]
+    traces = present_traces(IDT_TRACES)
     if not traces:
         return "\n## Real programs\n\nSkipped: run from the repository's root.\n"
     pols = IDT_BASELINES + ["idt", "oracle"]

@@ -96,6 +96,12 @@ def add_speedups(records: list[dict], baseline: str) -> None:
         r["speedup"] = r["throughput"] / b if b else None
 
 
+def present_traces(specs) -> list[str]:
+    """The `trace:PATH[,params]` specs whose file exists (relative paths from the
+    current directory: the reproductions' real-trace rows run from the repository)."""
+    return [w for w in specs if Path(w[len("trace:"):].split(",")[0]).exists()]
+
+
 def write_results(records: list[dict], out: Path) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     jp = out / "results.json"

@@ -221,18 +221,17 @@ public class RedisClient extends DB {
 
   @Override
   public Status insert(String table, String key, Map<String, ByteIterator> values) {
+    Status written = update(table, key, values);
+    if (!written.isOk() || !index) {
+      return written;
+    }
     try {
-      List<byte[]> args = command("HSET", key);
-      addValues(args, values);
-      call(args);
-      if (index) {
-        List<byte[]> z = new ArrayList<>();
-        z.add(bytes("ZADD"));
-        z.add(INDEX_KEY);
-        z.add(bytes(Double.toString(key.hashCode())));
-        z.add(bytes(key));
-        call(z);
-      }
+      List<byte[]> z = new ArrayList<>();
+      z.add(bytes("ZADD"));
+      z.add(INDEX_KEY);
+      z.add(bytes(Double.toString(key.hashCode())));
+      z.add(bytes(key));
+      call(z);
       return Status.OK;
     } catch (IOException e) {
       return failed("insert", e);
