@@ -209,6 +209,19 @@ def test_watermark_transition_to_aggressive_mode():
     assert after.tolist() == [1] * 7 + [0] * 3
 
 
+def test_a_region_demoted_in_a_pass_is_not_promoted_back_in_it():
+    """IDT zeroes nr_accesses of a migrated region: ARP promotes a demoted region once
+    it is seen accessed on the lower node, not on the accesses it had before demotion
+    (which would move it back and forth in one aggregation)."""
+    regs = [(i * 102, (i + 1) * 102) for i in range(10)]
+    nr = [0, 0, 2, 4, 6, 8, 10, 12, 14, 20]
+    sim, pol = _crafted("idt-norl", 1020, regs, nr, [0] * 10)  # aggressive: 0.4% free
+    pol._on_aggregation(pol.monitor, 1.0)
+    after, _ = _node_now(sim, pol)
+    assert after.tolist() == [1] * 7 + [0] * 3
+    assert pol.counts["arp"] == 0 and pol.counts["demoted"] == 7 * 102
+
+
 def test_watermark_transition_to_normal_demotion_uses_min_and_age():
     """critical_wmark < free <= demote_wmark: threshold = min nr_accesses, and a region
     must also be at least age_thres old (10 under idt-norl)."""

@@ -222,16 +222,22 @@ class IDT(Policy):
         if self.prp_reset == "aggregation":
             self.prp_thres = self.prp_thres0
         self._resolve_prp(regs, nr)
-        for n in self.path[:-1]:
-            self._demote_node(n, regs, node, nr, age, entry)
+        demoted = [self._demote_node(n, regs, node, nr, age, entry) for n in self.path[:-1]]
         node = mem.node[mid].astype(np.int64)  # after demotion
+        # IDT zeroes nr_accesses of a migrated region: one demoted in this pass has not
+        # been seen accessed on the lower node yet, so ARP must not promote it back on
+        # the accesses it had on the upper node
+        nr = nr.copy()
+        nr[np.concatenate(demoted)] = 0
         self._promote(regs, node, nr, entry)
         if entry is not None:
             self.log.append(entry)
             if callable(self.explain):
                 self.explain(entry)
 
-    def _demote_node(self, n, regs, node, nr, age, entry) -> None:
+    def _demote_node(self, n, regs, node, nr, age, entry) -> np.ndarray:
+        """One demotion pass over node n (ALGORITHMS.md, IDT "Demotion"); returns the
+        regions demoted."""
         mem = self.sim.mem
         free = self._free_frac(n)
         on = free <= self.demote_wmark
@@ -244,7 +250,7 @@ class IDT(Policy):
                 entry["nodes"].setdefault(n, {})["reward"] = reward(dem, pro)
         self._since[n] = [0, 0]
         if not on or mine.size == 0:
-            return
+            return np.zeros(0, dtype=np.int64)
         lo, hi = int(nr[mine].min()), int(nr[mine].max())
         thres = (lo + hi) // 2 if aggressive else lo
         state, elig = self._state(mine, nr, age, thres)
@@ -275,6 +281,7 @@ class IDT(Policy):
                 age_thres=int(age_thres), eligible=int(elig.size), demoted_pages=moved,
                 demoted_regions=[[int(regs.start[j]), int(regs.end[j])]
                                  for j in done[:50]])
+        return done
 
     def _state(self, mine, nr, age, thres=None):
         if mine.size == 0:
