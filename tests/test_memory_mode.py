@@ -224,3 +224,30 @@ def test_sweeps_miss_whenever_a_slot_is_shared():
     for size, want in (("256KiB", 1.0), ("512KiB", 0.0)):  # 64 or 128 pages, 64 slots
         sim, rec = run(m, Stream(size=size, arrays=2, sweeps=3), "jc-static")
         assert rec["dram_cache"]["hit_ratio"] == pytest.approx(want)
+
+
+def test_ycsb_hot_records_are_hot_lines_that_a_cache_keeps():
+    """YCSB's zipfian hot records (1 KiB = 16 lines) carry their point operations on
+    their own lines; latest (whole hot pages) and E (scans only) have no line skew;
+    memory mode keeps the hot records of a page that shares its slot."""
+    from tierlab.workloads.ycsb import Ycsb
+    wl = Ycsb("c", scale=1 / 1024)
+    pages, hot, lines = wl.line_skew()
+    r, w = wl.field_at(wl.records).rate_of(pages)
+    assert np.all(hot <= r + w + 1e-12)
+    assert 0.3 < hot.sum() / (wl.reads_per_op + wl.writes_per_op) < 0.7
+    assert set(np.unique(lines)) <= {16.0, 32.0, 48.0, 64.0} and lines.min() == 16
+    assert Ycsb("d", scale=1 / 1024).line_skew() is None
+    assert Ycsb("e", scale=1 / 1024).line_skew() is None
+
+    class PageGrained(Ycsb):
+        def line_skew(self):
+            return None
+
+    m = Machine("mm", [Tier("pm", "optane", 4 << 30, 305, 100, 39 * GB, 13 * GB, 0,
+                            False)], dram_cache=CacheSpec(512 << 20, "2MiB"))
+    hits = {}
+    for cls in (Ycsb, PageGrained):
+        rec = run(m, cls("c", scale=1 / 64))[1]  # 1 GiB heap, 512 MiB cache
+        hits[cls] = rec["dram_cache"]["hit_ratio"]
+    assert hits[Ycsb] > hits[PageGrained] + 0.05

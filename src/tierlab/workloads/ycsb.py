@@ -353,6 +353,27 @@ class Ycsb(Workload):
         return RateField.from_segments(np.concatenate(starts), np.concatenate(ends),
                               np.concatenate(rr), np.concatenate(ww), self.npages)
 
+    def line_skew(self):
+        """(pages, accesses per op on their hot lines, hot lines per page) for the
+        zipfian key choice: the hottest `detail` ranks are single records, so a page
+        holding one takes its reads and updates on that record's L lines, not on all
+        64 of the page (what a cache of lines sees, engine/dram_cache.py; the lines of
+        other records keep the uniform floor). Computed for the initial heap (inserts
+        add at most 5% of the operations). Scans read whole runs of records, so their
+        share is left spread over the page; None for latest and uniform, whose hot
+        records fill whole pages, and for mixes without point operations (E)."""
+        m, L = self.mix, self.lines
+        point = (m["read"] + m["rmw"] + m["update"] + m["rmw"]) * L
+        if self.dist != "zipfian" or point <= 0:
+            return None
+        keys, mass, rest = self._zipf_hot()
+        c = self.records
+        ok = keys < c
+        acc = mass[ok].sum() + rest * c / self.keyspace
+        pg, pm = self._spread(keys[ok], mass[ok] * point / acc)
+        _, nrec = self._spread(keys[ok], np.ones(int(ok.sum())))
+        return pg, pm, np.minimum(np.ceil(nrec * L - 1e-9), 64)
+
     def changes(self):
         if self.inserts <= 0 or self.mix["insert"] <= 0:
             yield Change(0.0, field=self.field_at(self.records),
