@@ -34,7 +34,9 @@ Key distributions, as YCSB generates them:
 - uniform: every record equally likely.
 
 Scans spread each hot start page's mass over the following pages with the expected
-coverage of a scan (averaged over record alignments within a page).
+coverage of a scan (averaged over record alignments within a page). Under zipfian the
+point operations of a hot record fall on its own lines (`line_skew`), which a DRAM
+cache of lines sees (Optane memory mode, engine/dram_cache.py).
 
 Heap growth: workloads with inserts (D, E) grow the heap by insert_fraction x ops
 records. The run is cut into ``steps`` (default 50) equal pieces of work; each piece is a
