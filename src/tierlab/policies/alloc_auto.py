@@ -2,38 +2,57 @@
 (dram-preferred, dram-always, pm-preferred, pm-always), since no single one wins
 everywhere (ALGORITHMS.md, "Allocation policies").
 
-A multi-armed bandit over allocation-time decisions: discounted UCB (D-UCB, Garivier
-and Moulines, "On upper-confidence bound policies for switching bandit problems",
-ALT'11), whose discount lets it follow a workload that changes.
+At each first touch of n pages (`place`):
 
-- Pulls: an arm chosen at a first touch (`place`) places every allocation for `hold`
-  (2) intervals; an interval ends at the first allocation at least `epoch` (1 s) after
-  it began. A new arm is chosen at the allocation that ends the pull.
+1. What each arm would do now: (pages to the fast tier, pages demoted to make room),
+   from the nodes' free pages above their high watermark (/proc/zoneinfo); the few pages
+   kswapd keeps free below it do not make two arms different.
+2. Dominated placements are dropped: one that puts no more of the allocation in the
+   fast tier and demotes no fewer pages than another (PM-first while DRAM has room:
+   nothing is saved and every access to the new pages is slower; PM-first and
+   dram-preferred coincide once DRAM is full), and one that demotes while the
+   allocation alone fills the fast tier (a bulk first touch, e.g. a heap loaded at
+   once: reclaim would demote the allocation's own earlier pages, paying a stall for
+   the same share of it in DRAM).
+3. One placement left: it is made, no decision. Otherwise (the fast tier is full, or
+   nearly, and the allocation is smaller than it) the choice is between *spilling* the
+   overflow to the slow tier (dram-preferred) and *reclaiming* room for it
+   (dram-always: direct reclaim in the allocating thread), and a bandit decides.
+
+The bandit: discounted UCB (D-UCB, Garivier and Moulines, "On upper-confidence bound
+policies for switching bandit problems", ALT'11) over the two choices; the discount
+lets it follow a workload that changes.
+
+- Pulls: a choice made at a contested allocation places every allocation until the
+  pull ends. A pull's intervals end at the first allocation at least `epoch` (1 s)
+  after the interval began. A pull that switches choice lasts `hold` (2) intervals and is measured
+  over the last; one that repeats the previous choice is measured over one. The first
+  interval after a switch is skipped because a placement pays off later than it costs:
+  YCSB-D's new records are written in the interval that allocates them and read hot
+  in the next, while reclaim stalls the allocating one. A spill nobody chose (a bulk
+  first touch larger than DRAM's room) is measured as a pull of spill too.
 - Reward: the log of the application's throughput (work done per second, `sim.work` /
-  `sim.now`: what an application's operation counter, or instructions retired,
-  reports) over the pull's intervals after the first. The first is skipped because a
-  placement pays off later than it costs: YCSB-D's new records are written in the
-  interval that allocates them and read hot in the next, while dram-always's direct
-  reclaim stalls the allocating interval. Throughput charges everything a choice causes
-  (where the new pages' accesses land, reclaim stalls, pages displaced from DRAM). No
-  rates of the workload are read; besides throughput only the nodes' free pages and
-  watermarks (/proc/zoneinfo).
-- Equivalent arms: arms that would place the allocation alike (the same share of it,
-  in `levels` steps, in the fast tier and demoted to make room, counting DRAM's free
-  pages above its high watermark) form a class: dram-preferred and dram-always while
-  DRAM has room, dram-preferred and the PM arms once it has none, pm-preferred and
-  pm-always while PM has room. The reward is credited to every arm of the chosen class.
-- Choice: UCB over the classes of this allocation, each with its members' pooled credit:
-  a class never credited first (by its first arm in `arms` order, so dram-preferred,
-  the Linux default, when nothing is known yet); else the largest
-  mean + c * sqrt(2 ln n / N), N and the mean discounted by `gamma` per pull, n the sum
-  over classes; ties to the earlier arm; the class plays its first arm.
+  `sim.now`: what an operation counter, or instructions retired, reports) over the
+  measured interval. Throughput charges everything a choice causes (where the new
+  pages' accesses land, reclaim stalls, pages displaced from DRAM).
+- Choice: reclaim first (LRU's premise: new pages are hotter than the inactive tail
+  reclaim demotes); spill, while never credited, only once reclaim has shown a cost:
+  the stall of its direct reclaims, measured around the allocations it places, is at
+  least `stall_min` (1%) of its pulls' time. Then the largest mean + c * sqrt(2 ln n /
+  N), N and the mean discounted by `gamma` per pull, n the sum over both; ties to
+  reclaim.
 
-Limits: a workload that allocates everything at once (YCSB A, B, C, F) gives one
-decision and no feedback before it: alloc-auto is dram-preferred there. Exploring costs
-at least one pull of a worse class (two intervals). A pull's reward also carries the
-state the earlier pulls left (pages they placed are still read), which the skipped
-interval and the discount only partly absorb.
+Observed: throughput, the nodes' free pages and watermarks, and the time the
+allocations it places take (their reclaim stalls). No rates of the workload.
+
+Limits (docs/allocation.md): a heap first-touched at once gives one decision, before any
+feedback, and the rules above make it dram-preferred, which loses where the best bulk
+placement is another (YCSB-E under IDT: PM-first, +50%; YCSB-D: the newest records,
+at the heap's end, are the hottest, which dram-always's reclaim would keep). A workload
+whose new pages are colder than DRAM's coldest and whose reclaim costs no stall keeps
+reclaiming (the tiering policy has to move the victims back). Exploring spill costs
+at least one pull of it, and a pull's reward carries the state earlier pulls left,
+which the skipped interval and the discount only partly absorb.
 """
 from __future__ import annotations
 
@@ -47,14 +66,17 @@ from ..workloads._common import parse_number
 from .alloc import ALLOCS, AllocPolicy
 
 ARMS = ("dram-preferred", "dram-always", "pm-preferred", "pm-always")
+#: the two choices of a contested allocation (ties go to the first)
+CHOICES = ("reclaim", "spill")
 
 
 @ALLOCS.register("alloc-auto")
 class AllocAuto(AllocPolicy):
-    """Bandit (discounted UCB) over the four allocation policies, rewarded by throughput."""
+    """Dominance rules, then a bandit (discounted UCB) between spilling to the slow tier
+    and reclaiming the fast tier, rewarded by throughput."""
 
     def __init__(self, arms="/".join(ARMS), epoch="1s", hold=2, c=0.05, gamma=0.95,
-                 levels=4):
+                 stall_min=0.01):
         names = [a.strip() for a in str(arms).split("/") if a.strip()]
         bad = [a for a in names if a not in ARMS]
         if bad or not names:
@@ -70,25 +92,25 @@ class AllocAuto(AllocPolicy):
         self.hold = parse_number(hold, "alloc-auto hold", lo=1, hi=100, integer=True)
         self.c = parse_number(c, "alloc-auto c", lo=0.0)
         self.gamma = parse_number(gamma, "alloc-auto gamma", lo=0.0, hi=1.0, lo_open=True)
-        self.levels = parse_number(levels, "alloc-auto levels", lo=1, hi=1000, integer=True)
+        self.stall_min = parse_number(stall_min, "alloc-auto stall_min", lo=0.0, hi=1.0)
         self.sim = None
 
     def _attach(self, sim) -> None:
         self.sim = sim
-        k = len(self.arms)
-        self.n = np.zeros(k)  # discounted credit count per arm
-        self.s = np.zeros(k)  # discounted reward sum per arm
-        self.pulls = np.zeros(k, dtype=np.int64)  # decisions that chose each arm
+        self.n = np.zeros(len(CHOICES))  # discounted credit count per choice
+        self.s = np.zeros(len(CHOICES))  # discounted reward sum per choice
+        self.pulls = np.zeros(len(self.arms), dtype=np.int64)  # pulls that played each arm
+        self.placed = np.zeros(len(self.arms), dtype=np.int64)  # allocations each arm placed
         self.current = None  # the running pull
-        self.credits: list = []  # (placement signature, reward) of every closed pull
-        self.history: list = []
+        self.last = None  # the choice of the previous pull
+        self.reclaim_time = 0.0  # length of the closed reclaim pulls
+        self.reclaim_stall = 0.0  # application stall in the reclaims they made
+        self.history: list = []  # (start, arm, reward) of every closed pull
 
     # -- what each arm would do --------------------------------------------------------
-    def _signature(self, arm: AllocPolicy, n: int) -> tuple:
-        """(share of the n pages to the fast tier, share demoted to make room) if `arm`
-        placed them now, from the nodes' free pages above their high watermark (the
-        few pages kswapd keeps free below it do not make two arms different), each
-        share rounded to `levels` steps."""
+    def _effect(self, arm: AllocPolicy, n: int) -> tuple[int, int]:
+        """(pages of the n to the fast tier, pages demoted to make room) if `arm` placed
+        them now, counting the nodes' free pages above their high watermark."""
         sim = self.sim
         mem = sim.mem
         room = np.maximum(mem.free - mem.wmark_high, 0)
@@ -106,82 +128,109 @@ class AllocAuto(AllocPolicy):
                 break
         if left and arm.fallback:  # every preferred node full: anywhere, fast first
             to_fast += left
-        q = self.levels / max(n, 1)
-        return int(round(to_fast * q)), int(round(demote * q))
+        return to_fast, demote
+
+    def options(self, n: int) -> dict[str, tuple[int, int]]:
+        """The placements left after the dominance rules: choice -> (index of the first
+        arm, in `arms` order, making it; pages of the n it puts in the fast tier);
+        'spill' for one without demotion, 'reclaim' for one with."""
+        eff = [self._effect(a, n) for a in self.arms]
+        fast_cap = sum(int(self.sim.mem.capacity[i]) for i in self.sim.machine.fast_nodes())
+        bulk = [d > 0 and n >= fast_cap for _, d in eff]  # would demote its own pages
+        keep = {}
+        for i, (f, d) in enumerate(eff):
+            if bulk[i] or any(g >= f and e <= d and (g, e) != (f, d)
+                              for (g, e), b in zip(eff, bulk) if not b):
+                continue
+            keep.setdefault("reclaim" if d > 0 else "spill", (i, f))
+        return keep or {"reclaim" if eff[0][1] > 0 else "spill": (0, eff[0][0])}
 
     # -- the bandit ----------------------------------------------------------------------
     def _reward(self, now: float, work: float) -> None:
         """Close the running pull: credit log throughput over its measured part."""
         cur = self.current
         self.current = None
+        self.last = cur["choice"]
+        if cur["choice"] == "reclaim":
+            self.reclaim_time += now - cur["start"]
         if now <= cur["t0"] or work <= cur["w0"]:
             return
         r = math.log((work - cur["w0"]) / (now - cur["t0"]))
+        j = CHOICES.index(cur["choice"])
         self.n *= self.gamma
         self.s *= self.gamma
-        self.n[cur["credit"]] += 1.0
-        self.s[cur["credit"]] += r
-        self.credits.append((cur["sig"], r))
+        self.n[j] += 1.0
+        self.s[j] += r
         self.history.append((cur["start"], self.names[cur["arm"]], r))
 
-    def _choose(self, sig: list) -> int:
-        """UCB over the distinct placements (signatures) the arms would make now; a
-        placement's credit is that of the past pulls that made the same one
-        (discounted by their age); a placement never tried goes first, the one whose
-        arms were played least before the others."""
-        options = list(dict.fromkeys(sig))  # in the order of their first arm
-        first = [sig.index(g) for g in options]
-        n = np.zeros(len(options))
-        s = np.zeros(len(options))
-        if self.credits:
-            done = [g for g, _ in self.credits]
-            rew = np.array([r for _, r in self.credits])
-            wt = self.gamma ** np.arange(len(rew) - 1, -1, -1, dtype=np.float64)
-            for j, g in enumerate(options):
-                hit = np.array([d == g for d in done])
-                n[j] = wt[hit].sum()
-                s[j] = (wt * rew)[hit].sum()
-        fresh = np.flatnonzero(n <= 0)
-        if len(fresh):  # the one whose arms were played least, then in arm order
-            played = [int(self.pulls[[i for i, g in enumerate(sig) if g == options[j]]].sum())
-                      for j in fresh]
-            return first[int(fresh[int(np.argmin(played))])]
-        idx = s / n + self.c * np.sqrt(2.0 * math.log(max(n.sum(), 1.0 + 1e-9)) / n)
-        return first[int(np.flatnonzero(idx >= idx.max() - 1e-12)[0])]
+    def _choose(self) -> str:
+        """D-UCB over spill and reclaim. Before both are credited: reclaim first; spill
+        only once reclaim has shown a cost, its direct-reclaim stall being at least
+        `stall_min` of its pulls' time."""
+        if self.n[CHOICES.index("reclaim")] <= 0:
+            return "reclaim"
+        if self.n[CHOICES.index("spill")] <= 0:
+            costly = self.reclaim_stall >= self.stall_min * self.reclaim_time
+            return "spill" if costly else "reclaim"
+        idx = self.s / self.n + self.c * np.sqrt(2.0 * math.log(self.n.sum()) / self.n)
+        return CHOICES[int(np.flatnonzero(idx >= idx.max() - 1e-12)[0])]
+
+    def _tick(self, now: float, work: float) -> None:
+        """End the running pull's interval if `epoch` has passed since it began; close
+        the pull after its last."""
+        cur = self.current
+        if cur is None or now - cur["t"] < self.epoch:
+            return
+        cur["k"] += 1
+        cur["t"] = now
+        if cur["k"] == cur["need"] - 1:  # the measured interval starts
+            cur["t0"], cur["w0"] = now, work
+        if cur["k"] >= cur["need"]:
+            self._reward(now, work)
+
+    def _pull(self, choice: str, arm: int, need: int, now: float, work: float) -> None:
+        self.current = {"choice": choice, "arm": arm, "start": now, "t": now, "k": 0,
+                        "need": need, "t0": now, "w0": work}
 
     def place(self, sim, start: int, end: int) -> None:
-        """Place [start, end) with the running pull's arm, or pull one anew."""
+        """Place [start, end): the one undominated placement, or the running pull's
+        choice, or a new pull's."""
         if self.sim is not sim:
             self._attach(sim)
         now, work = float(sim.now), float(sim.work)
-        cur = self.current
-        if cur is not None and now - cur["t"] >= self.epoch:  # an interval ends
-            cur["k"] += 1
-            cur["t"] = now
-            if cur["k"] == self.hold - 1:  # the measured part starts
-                cur["t0"], cur["w0"] = now, work
-            if cur["k"] >= self.hold:
-                self._reward(now, work)
-        if self.current is None:
-            sig = [self._signature(a, end - start) for a in self.arms]
-            arm = self._choose(sig)
-            credit = np.flatnonzero([g == sig[arm] for g in sig])
-            self.current = {"arm": arm, "credit": credit, "sig": sig[arm], "start": now,
-                            "t": now, "k": 0, "t0": now, "w0": work}
-            self.pulls[arm] += 1
-        self.arms[self.current["arm"]].place(sim, start, end)
+        self._tick(now, work)
+        n = end - start
+        opts = self.options(n)
+        if len(opts) == 1:
+            choice, (arm, to_fast) = next(iter(opts.items()))
+            if self.current is None and choice == "spill" and to_fast < n:
+                # a spill nobody chose (a bulk first touch): observe it as one
+                self._pull(choice, arm, 1, now, work)
+        else:
+            if self.current is None:
+                choice = self._choose()
+                need = 1 if choice == self.last else self.hold
+                self._pull(choice, opts[choice][0], need, now, work)
+                self.pulls[opts[choice][0]] += 1
+            arm = opts[self.current["choice"]][0]
+        self.placed[arm] += 1
+        stall = sim.stats.app_stall_seconds
+        self.arms[arm].place(sim, start, end)
+        if self.arms[arm].always:
+            self.reclaim_stall += sim.stats.app_stall_seconds - stall
 
     def stats(self) -> dict:
-        """Decisions per arm, the discounted mean reward (log throughput) of each, and
-        the arm chosen most often in the last third of the decisions."""
+        """Pulls and placements per arm, the discounted mean reward (log throughput) of
+        spill and reclaim, and the arm played most often in the last third of the
+        pulls."""
         if self.sim is None:
             return {}
-        k = len(self.arms)
-        mean = np.divide(self.s, self.n, out=np.full(k, np.nan), where=self.n > 0)
+        mean = np.divide(self.s, self.n, out=np.full(len(CHOICES), np.nan), where=self.n > 0)
         tail = [a for _, a, _ in self.history[-max(1, len(self.history) // 3):]]
         late = max(self.names, key=tail.count) if tail else None
         return {"pulls": {a: int(p) for a, p in zip(self.names, self.pulls)},
-                "mean_log_throughput": {a: (None if math.isnan(m) else float(m))
-                                        for a, m in zip(self.names, mean)},
+                "placements": {a: int(p) for a, p in zip(self.names, self.placed)},
+                "mean_log_throughput": {c: (None if math.isnan(m) else float(m))
+                                        for c, m in zip(CHOICES, mean)},
                 "decisions": int(self.pulls.sum()),
                 "late_choice": late}

@@ -167,11 +167,9 @@ def _readme(recs, wls, allocs, scale, wall) -> str:
                 late = st.get("late_choice")
                 if gap >= -AUTO_TARGET:
                     why = "met"
-                elif st.get("decisions", 0) <= 1:
-                    why = "one allocation: nothing to learn from"
-                elif abs(auto["speedup"] - 1) < 0.01:
-                    why = ("as dram-preferred: the first allocation, placed before any "
-                           "feedback, decides")
+                elif best.startswith("pm-"):
+                    why = ("the heap's first touch, before any feedback, went to DRAM "
+                           "(PM-first is dropped while DRAM has room)")
                 elif late in winners[(p, w)]:
                     why = "settled on the best; the cost of exploring"
                 else:
@@ -266,11 +264,12 @@ in DRAM, the PM policies must put first touches in Optane.
 
 Throughput gap to the best of the four fixed policies on the same workload and tiering
 policy (target: within {100 * AUTO_TARGET:.0f}%; met on {within} of {n_auto}); the arm
-alloc-auto chose most in its last third of decisions, and its decisions per arm (a
-decision holds the arm for two allocation intervals of at least 1 s; while two arms
-would place alike, e.g. dram-preferred and dram-always while DRAM has room, the first
-one is named). A workload that allocates once (YCSB A-C and F) gives one decision,
-made before any feedback: dram-preferred.
+alloc-auto played most in its last third of decisions, and its decisions per arm. Only
+allocations where spilling to Optane (dram-preferred) and reclaiming DRAM (dram-always)
+both remain are decisions: DRAM is full and the allocation is smaller than it; every
+other allocation has one undominated placement (docs/allocation.md). A heap
+first-touched at once (YCSB A-C, E, F) is placed as dram-preferred, before any
+feedback.
 
 | workload | tiering | best fixed | alloc-auto gap | late choice | decisions | target |
 |---|---|---|---:|---|---|---|
