@@ -47,12 +47,14 @@ allocations it places take (their reclaim stalls). No rates of the workload.
 
 Limits (docs/allocation.md): a heap first-touched at once gives one decision, before any
 feedback, and the rules above make it dram-preferred, which loses where the best bulk
-placement is another (YCSB-E under IDT: PM-first, +50%; YCSB-D: the newest records,
-at the heap's end, are the hottest, which dram-always's reclaim would keep). A workload
-whose new pages are colder than DRAM's coldest and whose reclaim costs no stall keeps
-reclaiming (the tiering policy has to move the victims back). Exploring spill costs
-at least one pull of it, and a pull's reward carries the state earlier pulls left,
-which the skipped interval and the discount only partly absorb.
+placement is another (YCSB-D: the newest records, at the heap's end, are the hottest,
+which dram-always's reclaim would keep; YCSB-E under IDT, where only PM-first for every
+allocation keeps IDT out of its aggressive passes: +50%, a gain of the tiering policy's
+dynamics that the dominance rule for PM-first cannot see). A workload whose new pages
+are colder than DRAM's coldest and whose reclaim costs no stall keeps reclaiming (the
+tiering policy has to move the victims back). Exploring spill costs at least one pull
+of it, and a pull's reward carries the state earlier pulls left, which the skipped
+interval and the discount only partly absorb.
 """
 from __future__ import annotations
 
