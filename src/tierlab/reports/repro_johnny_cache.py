@@ -6,8 +6,8 @@ cache of 2 MiB slots (`linux-mm`, `jc-static`, `jc-dynamic`), and Optane in app-
 mode beside 32 GiB of DRAM (`hemem`, its PEBS thread on a core of its own or on the
 application's, `static` as the floor). Workloads: GUPS with 8 and 16 threads (16 GiB
 hot in 64 GiB), GUPS++ (64 MiB of hot 64 B items scattered over an array twice the
-DRAM), a BC-like graph, a NAS MG-like stream (STREAM triad over 48 GiB), and a KV store
-(YCSB C over 64 GiB). Throughput relative to `linux-mm`, and the DRAM cache's hit
+DRAM), a BC-like graph, a NAS MG-like stream (STREAM triad over 48 GiB), uniform GUPS
+over 64 GiB, and a KV store (YCSB C over 64 GiB). Throughput relative to `linux-mm`, and the DRAM cache's hit
 ratio.
 """
 from __future__ import annotations
@@ -30,6 +30,8 @@ JC_WORKLOADS = [
     ("GUPS++", "gups:gupspp,size=64GiB", "caching wins: scattered small hot items"),
     ("BC-like graph", "graph:bc", "JC ahead of Linux and HeMem"),
     ("NAS MG-like stream", "stream", "caching loses: a stream larger than the cache"),
+    ("GUPS, uniform over 2x DRAM", "gups:uniform,size=64GiB,threads=16",
+     "caching loses: a uniform set larger than the cache"),
     ("KV store (YCSB C)", "ycsb:c", "caching wins: scattered small hot items"),
 ]
 JC_SCALE = 1 / 32
