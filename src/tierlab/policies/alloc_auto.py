@@ -14,10 +14,15 @@ At each first touch of n pages (`place`):
    allocation alone fills the fast tier (a bulk first touch, e.g. a heap loaded at
    once: reclaim would demote the allocation's own earlier pages, paying a stall for
    the same share of it in DRAM).
-3. One placement left: it is made, no decision. Otherwise (the fast tier is full, or
-   nearly, and the allocation is smaller than it) the choice is between *spilling* the
-   overflow to the slow tier (dram-preferred) and *reclaiming* room for it
-   (dram-always: direct reclaim in the allocating thread), and a bandit decides.
+3. One placement left: it is made, no decision. Otherwise (the fast tier is at its high
+   watermark, or nearly, and the allocation is smaller than it) the choice is between
+   *spilling* the overflow to the slow tier and *reclaiming* room for it (dram-always:
+   direct reclaim in the allocating thread), and a bandit decides. Of arms that place
+   alike, the one that starts on a slow node plays: spilling is then pm-preferred,
+   which leaves DRAM's last free pages (between its low and high watermarks) alone,
+   where dram-preferred would take them and wake kswapd to demote as many, a reclaim by
+   another name, and would take DRAM below IDT's 1% critical watermark at every
+   allocation (its aggressive passes: YCSB-E under IDT, docs/allocation.md).
 
 The bandit: discounted UCB (D-UCB, Garivier and Moulines, "On upper-confidence bound
 policies for switching bandit problems", ALT'11) over the two choices; the discount
@@ -25,12 +30,13 @@ lets it follow a workload that changes.
 
 - Pulls: a choice made at a contested allocation places every allocation until the
   pull ends. A pull's intervals end at the first allocation at least `epoch` (1 s)
-  after the interval began. A pull that switches choice lasts `hold` (2) intervals and is measured
-  over the last; one that repeats the previous choice is measured over one. The first
-  interval after a switch is skipped because a placement pays off later than it costs:
-  YCSB-D's new records are written in the interval that allocates them and read hot
-  in the next, while reclaim stalls the allocating one. A spill nobody chose (a bulk
-  first touch larger than DRAM's room) is measured as a pull of spill too.
+  after the interval began. A pull that switches choice lasts `hold` (2) intervals
+  and is measured over the last; one that repeats the previous choice is measured
+  over one. The first interval after a switch is skipped because a placement pays off
+  later than it costs: YCSB-D's new records are written in the interval that
+  allocates them and read hot in the next, while reclaim stalls the allocating one.
+  A spill nobody chose (a bulk first touch larger than DRAM's room) is measured as a
+  pull of spill too.
 - Reward: the log of the application's throughput (work done per second, `sim.work` /
   `sim.now`: what an operation counter, or instructions retired, reports) over the
   measured interval. Throughput charges everything a choice causes (where the new
@@ -46,15 +52,13 @@ Observed: throughput, the nodes' free pages and watermarks, and the time the
 allocations it places take (their reclaim stalls). No rates of the workload.
 
 Limits (docs/allocation.md): a heap first-touched at once gives one decision, before any
-feedback, and the rules above make it dram-preferred, which loses where the best bulk
-placement is another (YCSB-D: the newest records, at the heap's end, are the hottest,
-which dram-always's reclaim would keep; YCSB-E under IDT, where only PM-first for every
-allocation keeps IDT out of its aggressive passes: +50%, a gain of the tiering policy's
-dynamics that the dominance rule for PM-first cannot see). A workload whose new pages
-are colder than DRAM's coldest and whose reclaim costs no stall keeps reclaiming (the
-tiering policy has to move the victims back). Exploring spill costs at least one pull
-of it, and a pull's reward carries the state earlier pulls left, which the skipped
-interval and the discount only partly absorb.
+feedback, and the rules above make it dram-preferred, which loses where the newest
+pages of the heap are its hottest (YCSB-D: dram-always's reclaim would keep the heap's
+end in DRAM; 5% behind under MULTI-CLOCK). A workload whose new pages are colder than
+DRAM's coldest and whose reclaim costs no stall keeps reclaiming (the tiering policy
+has to move the victims back). Exploring spill costs at least one pull of it, and a
+pull's reward carries the state earlier pulls left, which the skipped interval and
+the discount only partly absorb.
 """
 from __future__ import annotations
 
@@ -75,7 +79,8 @@ CHOICES = ("reclaim", "spill")
 @ALLOCS.register("alloc-auto")
 class AllocAuto(AllocPolicy):
     """Dominance rules, then a bandit (discounted UCB) between spilling to the slow tier
-    and reclaiming the fast tier, rewarded by throughput."""
+    (pm-preferred) and reclaiming the fast tier (dram-always), rewarded by
+    throughput."""
 
     def __init__(self, arms="/".join(ARMS), epoch="1s", hold=2, c=0.05, gamma=0.95,
                  stall_min=0.01):
@@ -133,14 +138,21 @@ class AllocAuto(AllocPolicy):
         return to_fast, demote
 
     def options(self, n: int) -> dict[str, tuple[int, int]]:
-        """The placements left after the dominance rules: choice -> (index of the first
-        arm, in `arms` order, making it; pages of the n it puts in the fast tier);
-        'spill' for one without demotion, 'reclaim' for one with."""
+        """The placements left after the dominance rules: choice -> (index of the arm
+        making it, one starting on a slow node first, then in `arms` order; pages of
+        the n it puts in the fast tier); 'spill' for one without demotion, 'reclaim'
+        for one with."""
         eff = [self._effect(a, n) for a in self.arms]
         fast_cap = sum(int(self.sim.mem.capacity[i]) for i in self.sim.machine.fast_nodes())
         bulk = [d > 0 and n >= fast_cap for _, d in eff]  # would demote its own pages
         keep = {}
-        for i, (f, d) in enumerate(eff):
+        fast = set(self.sim.machine.fast_nodes())
+        # among arms placing alike, one that starts on a slow node first: it leaves the
+        # fast tier's pages below its high watermark alone
+        order = sorted(range(len(eff)),
+                       key=lambda i: self.arms[i].order(self.sim.machine)[0] in fast)
+        for i in order:
+            f, d = eff[i]
             if bulk[i] or any(g >= f and e <= d and (g, e) != (f, d)
                               for (g, e), b in zip(eff, bulk) if not b):
                 continue

@@ -265,11 +265,11 @@ in DRAM, the PM policies must put first touches in Optane.
 Throughput gap to the best of the four fixed policies on the same workload and tiering
 policy (target: within {100 * AUTO_TARGET:.0f}%; met on {within} of {n_auto}); the arm
 alloc-auto played most in its last third of decisions, and its decisions per arm. Only
-allocations where spilling to Optane (dram-preferred) and reclaiming DRAM (dram-always)
-both remain are decisions: DRAM is full and the allocation is smaller than it; every
-other allocation has one undominated placement (docs/allocation.md). A heap
-first-touched at once (YCSB A-C, E, F) is placed as dram-preferred, before any
-feedback.
+allocations where spilling to Optane (pm-preferred, which leaves DRAM's last free pages
+alone) and reclaiming DRAM (dram-always) both remain are decisions: DRAM is full and
+the allocation is smaller than it; every other allocation has one undominated
+placement (docs/allocation.md). A heap first-touched at once (YCSB A-C, E, F) is
+placed as dram-preferred, before any feedback.
 
 | workload | tiering | best fixed | alloc-auto gap | late choice | decisions | target |
 |---|---|---|---:|---|---|---|
