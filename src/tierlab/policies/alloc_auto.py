@@ -203,6 +203,8 @@ class AllocAuto(AllocPolicy):
             self._reward(now, work)
 
     def _pull(self, choice: str, arm: int, need: int, now: float, work: float) -> None:
+        """Start a pull of `choice` (played by arm `arm`) measured after `need` - 1
+        intervals."""
         self.current = {"choice": choice, "arm": arm, "start": now, "t": now, "k": 0,
                         "need": need, "t0": now, "w0": work}
 

@@ -7,8 +7,8 @@ mode beside 32 GiB of DRAM (`hemem`, its PEBS thread on a core of its own or on 
 application's, `static` as the floor). Workloads: GUPS with 8 and 16 threads (16 GiB
 hot in 64 GiB), GUPS++ (64 MiB of hot 64 B items scattered over an array twice the
 DRAM), a BC-like graph, a NAS MG-like stream (STREAM triad over 48 GiB), uniform GUPS
-over 64 GiB, and a KV store (YCSB C over 64 GiB). Throughput relative to `linux-mm`, and the DRAM cache's hit
-ratio.
+over 64 GiB, and a KV store (YCSB C over 64 GiB). Throughput relative to `linux-mm`,
+and the DRAM cache's hit ratio.
 """
 from __future__ import annotations
 

@@ -365,7 +365,7 @@ class Ycsb(Workload):
         share is left spread over the page; None for latest and uniform, whose hot
         records fill whole pages, and for mixes without point operations (E)."""
         m, L = self.mix, self.lines
-        point = (m["read"] + m["rmw"] + m["update"] + m["rmw"]) * L
+        point = (m["read"] + m["update"] + 2 * m["rmw"]) * L  # a rmw reads and writes
         if self.dist != "zipfian" or point <= 0:
             return None
         keys, mass, rest = self._zipf_hot()
