@@ -144,23 +144,31 @@ class LRU:
         target = int(self.sim.mem.used[node]) // (self._ratio(node) + 1)
         return max(target - self.nr_inactive(node), 0)
 
-    def reclaim_victims(self, node: int, n: int) -> np.ndarray:
+    def reclaim_victims(self, node: int, n: int, grow: bool = False) -> np.ndarray:
         """shrink_lruvec in short: balance the lists, then take unreferenced pages from
-        the inactive tail (referenced ones are activated)."""
+        the inactive tail (referenced ones are activated). Scan batches are 2 x (wanted
+        - found) pages; with `grow` they start there and double while a batch yields too
+        few (under half its size) victims, which spares hundreds of batches when nearly
+        every page is referenced (small scaled runs of hot workloads: kswapd of the
+        AutoNUMA and TPP policies); the pages chosen follow the same rules."""
         victims, got, looked = [], 0, 0
         limit = 2 * int(self.sim.mem.used[node]) + 64
+        size, asize = max(2 * n, 64), max(n, 32)
         while got < n and looked < limit:
             if self.inactive_is_low(node) or self.nr_inactive(node) == 0:
                 # shrink_active_list refills the inactive list towards its target size
-                want = max(n - got, self.inactive_deficit(node), 32)
+                deficit = self.inactive_deficit(node)
+                want = max(asize, deficit) if grow else max(n - got, deficit, 32)
                 pages, ref = self.scan(node, True, want)
                 self.deactivate(pages[~ref])
                 looked += len(pages)
+                if grow and (~ref).sum() < asize // 2:
+                    asize *= 2
                 if self.nr_inactive(node) == 0:
                     if len(pages) == 0:
                         break
                     continue
-            pages, ref = self.scan(node, False, max(2 * (n - got), 64))
+            pages, ref = self.scan(node, False, size if grow else max(2 * (n - got), 64))
             looked += len(pages)
             if len(pages) == 0:
                 continue
@@ -168,4 +176,6 @@ class LRU:
             cold = pages[~ref][: n - got]
             victims.append(cold)
             got += len(cold)
+            if grow and 2 * len(cold) < size // 2:
+                size *= 2
         return np.concatenate(victims) if victims else np.zeros(0, dtype=np.int64)

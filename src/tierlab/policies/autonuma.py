@@ -193,42 +193,9 @@ class Kswapd:
 
 
 def lru_victims(sim, node: int, n: int) -> np.ndarray:
-    """The 2Q LRU's reclaim victims (`engine/lru.py` reclaim_victims: refill the inactive
-    list towards its target ratio when it is low, take unreferenced pages from the
-    inactive tail, activate referenced ones), with scan batches that double while a
-    batch yields too few victims. The engine's version scans
-    2 x (wanted - found) pages per batch, which costs hundreds of batches when nearly
-    every page is referenced (small scaled runs of hot workloads); the pages chosen
-    follow the same rules."""
-    lru = sim.lru
-    victims, got, looked = [], 0, 0
-    limit = 2 * int(sim.mem.used[node]) + 64
-    size = max(2 * n, 64)
-    asize = max(n, 32)
-    while got < n and looked < limit:
-        if lru.inactive_is_low(node) or lru.nr_inactive(node) == 0:
-            # shrink_active_list refills the inactive list towards its target size
-            deficit = lru.inactive_deficit(node)
-            pages, ref = lru.scan(node, True, max(asize, deficit))
-            lru.deactivate(pages[~ref])
-            looked += len(pages)
-            if (~ref).sum() < asize // 2:
-                asize *= 2
-            if lru.nr_inactive(node) == 0:
-                if len(pages) == 0:
-                    break
-                continue
-        pages, ref = lru.scan(node, False, size)
-        looked += len(pages)
-        if len(pages) == 0:
-            continue
-        lru.activate(pages[ref])
-        cold = pages[~ref][: n - got]
-        victims.append(cold)
-        got += len(cold)
-        if 2 * len(cold) < size // 2:
-            size *= 2
-    return np.concatenate(victims) if victims else np.zeros(0, dtype=np.int64)
+    """kswapd's victims: the 2Q LRU's reclaim (`engine/lru.py` reclaim_victims), with
+    scan batches that grow while they yield too few."""
+    return sim.lru.reclaim_victims(node, n, grow=True)
 
 
 class NumaBalancingBase(Policy):
