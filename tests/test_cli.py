@@ -159,7 +159,25 @@ def test_explain_writes_one_json_line_per_interval(tmp_path, capsys):
     assert [e["t"] for e in lines] == sorted(e["t"] for e in lines)
     code, _, err = run_cli("run", *SMALL, "--policy", "static", "--explain",
                            str(tmp_path / "x"))
-    assert code == 2 and "does not explain its decisions; valid: idt" in err
+    assert code == 2 and "explains its decisions; valid: alloc-auto, idt" in err
+
+
+def test_explain_shows_alloc_auto_decisions_and_rewards(tmp_path):
+    """alloc-auto's lines (key "alloc"): every decision with the reason, every closed
+    pull with its reward; beside a placement policy's own lines."""
+    ex = tmp_path / "why.jsonl"
+    assert main(["run", *SMALL, "--workload", "ycsb:d", "--policy", "idt", "--alloc",
+                 "alloc-auto", "--explain", str(ex)]) == 0
+    lines = [json.loads(x) for x in ex.read_text().splitlines()]
+    alloc = [e["alloc"] for e in lines if "alloc" in e]
+    assert any("nodes" in e for e in lines), "IDT's own lines are there too"
+    decisions = [a for a in alloc if "decision" in a]
+    closed = [a for a in alloc if "closed" in a]
+    assert decisions[0]["why"].startswith("bulk first touch")
+    assert decisions[1] == {**decisions[1], "decision": "reclaim", "arm": "dram-always",
+                            "why": "reclaim first: never measured"}
+    assert len(closed) >= 10 and all("log_throughput" in a and "mean" in a for a in closed)
+    assert any(a["why"].startswith("largest upper bound") for a in decisions)
 
 
 def test_list_shows_registered_names(capsys):

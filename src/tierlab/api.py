@@ -80,8 +80,10 @@ def simulation(machine="optane-2tier", workload="gups:hotset", policy="static",
 
 
 def explaining_policies() -> list[str]:
-    """Registered policies that can explain their decisions (an `explain` attribute)."""
-    return [n for n, cls in POLICIES.items() if hasattr(cls, "explain_fields")]
+    """Registered placement and allocation policies that can explain their decisions
+    (an `explain_fields` attribute)."""
+    return sorted(n for reg in (POLICIES, ALLOCS) for n, cls in reg.items()
+                  if hasattr(cls, "explain_fields"))
 
 
 def run(machine="optane-2tier", workload="gups:hotset", policy="static",
@@ -89,19 +91,23 @@ def run(machine="optane-2tier", workload="gups:hotset", policy="static",
         migrate: str = "linux", explain=None) -> dict:
     """Run one simulation; returns its run record (see reports/results.py).
     `migrate`: the migration mechanism, "linux" (move_pages) or "nimble".
-    `explain`: a path; the policy writes one JSON line per decision interval there
-    (what it saw, chose, was rewarded, and moved, with the reason)."""
+    `explain`: a path; the placement policy, the allocation policy or both (those that
+    can) write one JSON line per decision there (what they saw, chose, were rewarded,
+    and moved, with the reason; allocation lines under the key "alloc")."""
     sim = simulation(machine, workload, policy, alloc, seed, scale, progress, migrate)
     if explain is None:
         rec = sim.run()
     else:
-        if not hasattr(sim.policy, "explain_fields"):
-            raise TierlabError(f"policy {policy!r} does not explain its decisions; valid: "
+        who = [p for p in (sim.policy, sim.alloc) if hasattr(p, "explain_fields")]
+        if not who:
+            raise TierlabError(f"neither policy {policy!r} nor allocation policy {alloc!r} "
+                               f"explains its decisions; valid: "
                                f"{', '.join(explaining_policies())}")
         path = Path(explain)
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w") as f:
-            sim.policy.explain = lambda e: f.write(json.dumps(e) + "\n")
+            for p in who:
+                p.explain = lambda e: f.write(json.dumps(e) + "\n")
             rec = sim.run()
     rec["machine"] = str(machine) if not isinstance(machine, Machine) else machine.name
     rec["scale"] = scale

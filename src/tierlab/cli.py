@@ -313,12 +313,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--policy", default="static", help="placement policy (default: static)")
     r.add_argument("--alloc", default="dram-preferred",
                    help="allocation policy: dram-preferred (default), dram-always, "
-                   "pm-preferred, pm-always")
+                   "pm-preferred, pm-always, alloc-auto")
     r.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     r.add_argument("--explain", metavar="FILE", help="write the policy's decisions, one "
                    "JSON line per interval: what it saw (IDT: free memory, the age "
                    "quartiles), what it chose (action, age_thres), its reward, and the "
-                   "regions it demoted and promoted with the reason")
+                   "regions it demoted and promoted with the reason; with --alloc "
+                   "alloc-auto also its decisions (spill or reclaim, and why) and rewards, "
+                   "under the key \"alloc\"")
     r.add_argument("--json", metavar="FILE", help="write the run record (a one-element "
                    "list, as results.json) to FILE")
     r.set_defaults(fn=cmd_run)

@@ -82,6 +82,10 @@ class AllocAuto(AllocPolicy):
     (pm-preferred) and reclaiming the fast tier (dram-always), rewarded by
     throughput."""
 
+    #: `tierlab run --explain FILE`: one JSON line per decision and per closed pull
+    explain_fields = ("t", "alloc")
+    explain = None
+
     def __init__(self, arms="/".join(ARMS), epoch="1s", hold=2, c=0.05, gamma=0.95,
                  stall_min=0.01):
         names = [a.strip() for a in str(arms).split("/") if a.strip()]
@@ -176,18 +180,30 @@ class AllocAuto(AllocPolicy):
         self.n[j] += 1.0
         self.s[j] += r
         self.history.append((cur["start"], self.names[cur["arm"]], r))
+        self._say(now, closed=cur["choice"], started=cur["start"], measured_from=cur["t0"],
+                  log_throughput=r, mean={c: float(self.s[i] / self.n[i])
+                                          for i, c in enumerate(CHOICES) if self.n[i] > 0})
 
-    def _choose(self) -> str:
-        """D-UCB over spill and reclaim. Before both are credited: reclaim first; spill
-        only once reclaim has shown a cost, its direct-reclaim stall being at least
-        `stall_min` of its pulls' time."""
+    def _say(self, now: float, **what) -> None:
+        """One `--explain` line, when asked for."""
+        if self.explain is not None:
+            self.explain({"t": now, "alloc": what})
+
+    def _choose(self) -> tuple[str, str]:
+        """D-UCB over spill and reclaim, and why. Before both are credited: reclaim
+        first; spill only once reclaim has shown a cost, its direct-reclaim stall being
+        at least `stall_min` of its pulls' time."""
         if self.n[CHOICES.index("reclaim")] <= 0:
-            return "reclaim"
+            return "reclaim", "reclaim first: never measured"
         if self.n[CHOICES.index("spill")] <= 0:
-            costly = self.reclaim_stall >= self.stall_min * self.reclaim_time
-            return "spill" if costly else "reclaim"
+            share = self.reclaim_stall / max(self.reclaim_time, 1e-12)
+            if share >= self.stall_min:
+                return "spill", f"spill never measured; reclaim stalled {share:.1%} of its time"
+            return "reclaim", f"reclaim stalled only {share:.2%} of its time: spill not tried"
         idx = self.s / self.n + self.c * np.sqrt(2.0 * math.log(self.n.sum()) / self.n)
-        return CHOICES[int(np.flatnonzero(idx >= idx.max() - 1e-12)[0])]
+        best = CHOICES[int(np.flatnonzero(idx >= idx.max() - 1e-12)[0])]
+        return best, "largest upper bound: " + ", ".join(
+            f"{c} {v:.3f}" for c, v in zip(CHOICES, idx))
 
     def _tick(self, now: float, work: float) -> None:
         """End the running pull's interval if `epoch` has passed since it began; close
@@ -222,12 +238,17 @@ class AllocAuto(AllocPolicy):
             if self.current is None and choice == "spill" and to_fast < n:
                 # a spill nobody chose (a bulk first touch): observe it as one
                 self._pull(choice, arm, 1, now, work)
+                self._say(now, decision=choice, arm=self.names[arm], pages=n,
+                          why="bulk first touch larger than DRAM's room: measured as spill")
         else:
             if self.current is None:
-                choice = self._choose()
+                choice, why = self._choose()
                 need = 1 if choice == self.last else self.hold
                 self._pull(choice, opts[choice][0], need, now, work)
                 self.pulls[opts[choice][0]] += 1
+                self._say(now, decision=choice, arm=self.names[opts[choice][0]], why=why,
+                          pages=n, fast_free=int(sum(sim.mem.free[i]
+                                                     for i in sim.machine.fast_nodes())))
             arm = opts[self.current["choice"]][0]
         self.placed[arm] += 1
         stall = sim.stats.app_stall_seconds
