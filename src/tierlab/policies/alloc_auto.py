@@ -147,10 +147,10 @@ class AllocAuto(AllocPolicy):
         the n it puts in the fast tier); 'spill' for one without demotion, 'reclaim'
         for one with."""
         eff = [self._effect(a, n) for a in self.arms]
-        fast_cap = sum(int(self.sim.mem.capacity[i]) for i in self.sim.machine.fast_nodes())
+        fast = set(self.sim.machine.fast_nodes())
+        fast_cap = sum(int(self.sim.mem.capacity[i]) for i in fast)
         bulk = [d > 0 and n >= fast_cap for _, d in eff]  # would demote its own pages
         keep = {}
-        fast = set(self.sim.machine.fast_nodes())
         # among arms placing alike, one that starts on a slow node first: it leaves the
         # fast tier's pages below its high watermark alone
         order = sorted(range(len(eff)),
