@@ -440,18 +440,18 @@ class Simulation(PolicyBackend):
         if self._x_dirty:
             w = self.workload
             bg = (self._copy / 1.0) / np.asarray(self._bw_r)  # tau = 1 s
-            if self.cache is not None:
+            if self.cache is not None:  # memory mode: (DRAM cache, slow memory)
                 d = self.cache.devices(self._lat_r[0], self._lat_w[0], self._bw_r[0],
                                        self._bw_w[0])
-                self._x, self._util, _ = solve_throughput(
-                    d["reads"], d["writes"], d["lat_r"], d["lat_w"], d["bw_r"], d["bw_w"],
-                    [0.0, float(bg.sum())], w.compute_ns, w.mlp, self.threads,
-                    w.access_bytes, d["extra_w"])
+                dev = (d["reads"], d["writes"], d["lat_r"], d["lat_w"], d["bw_r"],
+                       d["bw_w"], [0.0, float(bg.sum())])
+                extra = d["extra_w"]
             else:
-                self._x, self._util, _ = solve_throughput(
-                    self._reads.tolist(), self._writes.tolist(), self._lat_r, self._lat_w,
-                    self._bw_r, self._bw_w, bg.tolist(), w.compute_ns, w.mlp, self.threads,
-                    w.access_bytes)
+                dev = (self._reads.tolist(), self._writes.tolist(), self._lat_r,
+                       self._lat_w, self._bw_r, self._bw_w, bg.tolist())
+                extra = None
+            self._x, self._util, _ = solve_throughput(*dev, w.compute_ns, w.mlp,
+                                                      self.threads, w.access_bytes, extra)
             self._x_dirty = False
         return self._x
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import api
 from ..errors import TierlabError
-from .results import present_traces, write_results
+from .results import add_speedups, present_traces, write_results
 
 ALLOC_MACHINE = "optane-2tier"
 ALLOC_TIERING = ["multi-clock", "idt", "tpp"]
@@ -37,17 +37,6 @@ TRACE_MACHINE = "optane-2tier:dram=64MiB,optane=512MiB"
 TRACE_WORKLOADS = ["trace:tests/data/traces/rocksdb-dbbench.npz,copies=16"]
 #: alloc-auto's target: within this of the best fixed policy on every workload
 AUTO_TARGET = 0.05
-
-
-def _speedups(recs: list[dict]) -> None:
-    """speedup = throughput / dram-preferred's on the same workload, tiering policy
-    and seed."""
-    base = {(r["workload"], r["policy"], r["seed"]): r["throughput"] for r in recs
-            if r["alloc"] == "dram-preferred"}
-    for r in recs:
-        b = base.get((r["workload"], r["policy"], r["seed"]))
-        r["speedup"] = r["throughput"] / b if b else None
-        r["baseline"] = "dram-preferred"
 
 
 def _table(recs, pol, wls, allocs) -> str:
@@ -133,7 +122,9 @@ def reproduce_allocation(out: Path, scale: float, workloads: list[str], jobs: in
     if traces:
         recs += api.compare([TRACE_MACHINE], traces, ALLOC_TIERING, allocs, scale=1.0,
                             jobs=jobs, on_done=on_done)
-    _speedups(recs)
+    add_speedups(recs, "dram-preferred", by="alloc")
+    for r in recs:
+        r["baseline"] = "dram-preferred"
     write_results(recs, out)
     wls = list(dict.fromkeys(r["workload"] for r in recs))
     _heatmap(recs, wls, allocs, out / "allocation-heatmap.png")

@@ -87,12 +87,14 @@ def jsonable(x):
     return x
 
 
-def add_speedups(records: list[dict], baseline: str) -> None:
-    """Set `speedup` = throughput / baseline's on the same machine, workload, alloc, seed."""
-    base = {(r["machine"], r["workload"], r["alloc"], r["seed"]): r["throughput"]
-            for r in records if r["policy"] == baseline}
+def add_speedups(records: list[dict], baseline: str, by: str = "policy") -> None:
+    """Set `speedup` = throughput / that of the record whose `by` ("policy" or "alloc")
+    is `baseline`, on the same machine, workload, seed and other of policy and alloc."""
+    keys = [k for k in ("machine", "workload", "policy", "alloc", "seed") if k != by]
+    base = {tuple(r[k] for k in keys): r["throughput"] for r in records
+            if r[by] == baseline}
     for r in records:
-        b = base.get((r["machine"], r["workload"], r["alloc"], r["seed"]))
+        b = base.get(tuple(r[k] for k in keys))
         r["speedup"] = r["throughput"] / b if b else None
 
 

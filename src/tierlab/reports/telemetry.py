@@ -169,8 +169,7 @@ def true_hot(timeline, t0: float, t1: float, hot_min: float = HOT_MIN,
         r, w = f.rate_of(lo)
         if truth == "relative":
             e += (r + w) * dw
-            idx = np.searchsorted(f.starts, lo, side="right") - 1
-            inside |= (idx >= 0) & (lo < f.ends[np.maximum(idx, 0)])
+            inside |= f.segment_of(lo) >= 0
         else:
             n = secs / ref_sample
             e += n * -np.expm1(-(r + w) * dw / n)

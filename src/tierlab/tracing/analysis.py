@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import TierlabError
 from ..field import uniq
 from ..units import PAGE, fmt_size
-from ..workloads.trace import CHUNK, TraceData, compact_map
+from ..workloads.trace import CHUNK, TraceData, compact_map, skew
 
 SKEW_FRACTIONS = (0.01, 0.10, 0.20)
 COMPACT = ("auto", "yes", "no")
@@ -29,17 +29,6 @@ def _mappings(touched: np.ndarray) -> int:
         return 0
     chunks = uniq(touched // CHUNK)
     return int(np.count_nonzero(np.diff(chunks) > 1)) + 1
-
-
-def skew(per_page: np.ndarray, fractions=SKEW_FRACTIONS) -> dict:
-    """Share of the total on the hottest `f` of pages, for each f in `fractions`."""
-    s = np.sort(np.asarray(per_page, dtype=np.float64))[::-1]
-    cs = np.cumsum(s)
-    out = {}
-    for f in fractions:
-        k = max(1, int(round(f * len(s))))
-        out[f"{100 * f:g}%"] = float(cs[k - 1] / cs[-1]) if len(s) and cs[-1] > 0 else 0.0
-    return out
 
 
 def trace_info(t: TraceData) -> dict:
@@ -69,7 +58,7 @@ def trace_info(t: TraceData) -> dict:
         "lowest_address": int(pages[0]) * PAGE if len(pages) else None,
         "pages_per_window_mean": float(per_win.mean()) if len(per_win) else 0.0,
         "pages_per_window_max": int(per_win.max()) if len(per_win) else 0,
-        "skew": skew(per),
+        "skew": skew(per, SKEW_FRACTIONS),
         "hottest_page_share": float(per.max() / recorded) if recorded else 0.0,
     }
     return info

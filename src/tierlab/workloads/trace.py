@@ -144,7 +144,7 @@ class TraceData:
     def summary(self) -> dict:
         """Windows, accesses, touched pages, span, and skew (share of accesses on the
         hottest 1% / 10% of touched pages)."""
-        u, per = _page_totals(self.pages, self.reads, self.writes)
+        u, per = self.page_totals()
         out = {"source": self.source, "windows": self.nwindows, "records": self.nrecords,
                "window": int(self.window), "accesses": self.total_accesses,
                "reads": int(self.reads.astype(np.int64).sum()),
@@ -152,11 +152,21 @@ class TraceData:
                "touched_pages": len(u), "touched": fmt_size(len(u) * PAGE)}
         if len(u):
             out["span"] = fmt_size((int(u[-1]) - int(u[0]) + 1) * PAGE)
-            s = np.sort(per)[::-1]
-            tot = s.sum()
-            for f, k in ((0.01, "top1pct_share"), (0.10, "top10pct_share")):
-                out[k] = float(s[:max(1, int(round(f * len(s))))].sum() / tot) if tot else 0.0
+            sk = skew(per, (0.01, 0.10))
+            out["top1pct_share"], out["top10pct_share"] = sk["1%"], sk["10%"]
         return out
+
+
+def skew(per_page: np.ndarray, fractions) -> dict:
+    """Share of the total on the hottest `f` of pages (at least one page), for each f
+    in `fractions`, keyed "1%", "10%", ..."""
+    s = np.sort(np.asarray(per_page, dtype=np.float64))[::-1]
+    cs = np.cumsum(s)
+    out = {}
+    for f in fractions:
+        k = max(1, int(round(f * len(s))))
+        out[f"{100 * f:g}%"] = float(cs[k - 1] / cs[-1]) if len(s) and cs[-1] > 0 else 0.0
+    return out
 
 
 def _page_totals(pages, reads, writes):

@@ -181,6 +181,7 @@ class Ycsb(Workload):
                        "final_heap": fmt_size(self.npages * PAGE)}
         self._hot = None
         self._zs = None
+        self._skew = None
 
     # -- layout -------------------------------------------------------------------
     def _pages_for(self, count: int) -> int:
@@ -368,13 +369,15 @@ class Ycsb(Workload):
         point = (m["read"] + m["update"] + 2 * m["rmw"]) * L  # a rmw reads and writes
         if self.dist != "zipfian" or point <= 0:
             return None
-        keys, mass, rest = self._zipf_hot()
-        c = self.records
-        ok = keys < c
-        acc = mass[ok].sum() + rest * c / self.keyspace
-        pg, pm = self._spread(keys[ok], mass[ok] * point / acc)
-        _, nrec = self._spread(keys[ok], np.ones(int(ok.sum())))
-        return pg, pm, np.minimum(np.ceil(nrec * L - 1e-9), 64)
+        if self._skew is None:
+            keys, mass, rest = self._zipf_hot()
+            c = self.records
+            ok = keys < c
+            acc = mass[ok].sum() + rest * c / self.keyspace
+            pg, pm = self._spread(keys[ok], mass[ok] * point / acc)
+            _, nrec = self._spread(keys[ok], np.ones(int(ok.sum())))
+            self._skew = (pg, pm, np.minimum(np.ceil(nrec * L - 1e-9), 64))
+        return self._skew
 
     def changes(self):
         if self.inserts <= 0 or self.mix["insert"] <= 0:
