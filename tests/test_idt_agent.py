@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tierlab.policies.idt.agent import (N_ACTIONS, PPOAgent, age_thres_for, reward,
-                                        state_of)
+                                        reward_paper, state_of)
 
 
 def test_state_action_reward_are_the_papers():
@@ -16,6 +16,12 @@ def test_state_action_reward_are_the_papers():
     s = state_of(ages)
     assert [age_thres_for(a, s) for a in range(3)] == [50, 75, 100]
     assert age_thres_for(0, np.zeros(5)) == 1  # floored at 1
+    # the paper's r = log(demoted_pages / slow_hit), +1 against log 0
+    assert reward_paper(99, 0) == pytest.approx(np.log(100))
+    assert reward_paper(99, 9) == pytest.approx(np.log(10))
+    assert reward_paper(9, 99) == pytest.approx(np.log(0.1))
+    assert reward_paper(0, 0) == 0.0
+    # the public code's, an option (reward=public)
     assert reward(0, 0) == pytest.approx(-1.0)
     assert reward(99, 0) == pytest.approx(np.log(100) - 1)
     assert reward(9, 99) == pytest.approx(np.log(0.1) - 1)

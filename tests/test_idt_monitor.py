@@ -1,5 +1,6 @@
 """IDT's region monitor: the Fisher merge table, window counts, node-aware merging,
-disagreement splits, history, and a run under `static`."""
+per-sample history and disagreement splits (at the sampling interval, between the two
+sampled pages), the sampling-interval subscribers, and a run under `static`."""
 from __future__ import annotations
 
 import numpy as np
@@ -48,10 +49,14 @@ def _monitored(policy="static", machine="optane-2tier", workload="gups:hotset", 
 
 
 def _aggregate(sim, mon, n):
-    for _ in range(n):
-        t = sim.now + mon.aggr_interval
+    """Run the monitor's sampling ticks (as the engine's timer would) through n
+    aggregations."""
+    if mon._t_last is None:
+        mon._tick(sim.now)
+    for _ in range(n * mon.samples_per_aggr):
+        t = sim.now + mon.sample_interval
         sim._advance(t, sim.throughput())
-        mon._kdamond(t)
+        mon._tick(t)
 
 
 def test_regions_find_the_hot_range_and_never_merge_across_nodes():
@@ -70,9 +75,11 @@ def test_regions_find_the_hot_range_and_never_merge_across_nodes():
     assert r.nr_accesses[hot].mean() > 5 * max(r.nr_accesses[~hot].mean(), 0.1)
     assert mon.stats()["merges"] > 0 and mon.stats()["mean_merged_hamming"] is not None
     assert len(r.history) == len(r) and r.history.dtype == np.uint64
-    # the newest bit is "accessed in the last aggregation" (exact before merging; a
-    # merged run keeps its first region's history and the size-weighted nr_accesses)
-    assert np.mean((r.history & np.uint64(1)) == (r.nr_accesses > 0)) > 0.9
+    # one history bit per sampling interval: a hot region's recent samples are mostly
+    # accessed, and the number of accessed bits in its history follows its nr_accesses
+    ones = np.bitwise_count(r.history).astype(float)
+    assert ones[hot].mean() > 5 * max(ones[~hot].mean(), 0.1)
+    assert np.corrcoef(ones / 64, r.nr_accesses / mon.max_nr_accesses)[0, 1] > 0.8
 
 
 def test_age_rule_and_reset_after_move():
@@ -104,23 +111,61 @@ def test_bad_parameters():
         MONITORS.create("idt-regions,window=80")
 
 
-def test_merge_and_split_decisions_on_crafted_histories():
-    """Merge only if every 16-bit window passes Fisher's test; split a region whose two
-    samples disagreed."""
+def test_merge_decisions_on_crafted_histories():
+    """Merge only if every 16-bit window passes Fisher's test."""
     from tierlab.monitors.idt_regions import IdtRegions
     mon = IdtRegions(min_nr_regions=3, max_nr_regions=100)
     same = np.uint64(0xAAAAAAAAAAAAAAAA)
     busy, idle = np.uint64(0xFFFFFFFFFFFFFFFF), np.uint64(0)
-    recent = np.uint64(0xFFFF)  # accessed in the newest 16 aggregations only
+    recent = np.uint64(0xFFFF)  # accessed in the newest 16 samples only
     h = np.array([same, same, busy, idle, idle, recent], dtype=np.uint64)
     sim_ok = mon._similar(h, 64)
     # equal histories merge; all-accessed vs never does not; idle vs idle-then-busy
     # differs in one window only, which is enough to keep them apart
     assert sim_ok.tolist() == [True, False, False, True, False]
+
+
+def test_history_is_one_bit_per_sampling_interval():
+    """history=sample: bit 0 is "either page accessed in the newest interval", older
+    bits shift left; history=aggregation keeps the earlier one bit per aggregation."""
+    from tierlab.monitors.idt_regions import IdtRegions
+    mon = IdtRegions(min_nr_regions=3, max_nr_regions=3)  # no room: no splits
     mon.set_regions([0, 100, 200], [100, 200, 300])
-    mon._sync()
-    mon._dis = np.array([0, 3, 0])
-    mon._split_disagreeing()
-    assert len(mon.regions) == 4
-    assert mon.regions.start.tolist()[:2] == [0, 100] and mon.regions.end.tolist()[-1] == 300
-    assert 100 < mon.regions.start[2] < 200  # the disagreeing region was cut inside
+    pat = [(1, 0, 0), (0, 0, 1), (1, 1, 0)]  # region accessed per interval
+    for k, acc in enumerate(pat):
+        a = np.array(acc, dtype=bool)
+        mon.on_sample(a, a, np.array([10, 110, 210]), np.array([20, 120, 220]), k)
+    assert mon.regions.history.tolist() == [0b101, 0b001, 0b010]
+    assert mon._acc.tolist() == [2, 1, 1] and mon._nbits == 3
+    agg = IdtRegions(min_nr_regions=3, max_nr_regions=3, history="aggregation")
+    agg.set_regions([0, 100, 200], [100, 200, 300])
+    agg.on_sample(np.ones(3, bool), np.ones(3, bool), np.zeros(3, int), np.zeros(3, int), 0)
+    assert agg.regions.history.tolist() == [0, 0, 0]
+    with pytest.raises(TierlabError, match="history"):
+        MONITORS.create("idt-regions,history=sometimes")
+
+
+def test_split_at_the_sampling_interval_between_the_two_pages():
+    """A region whose two sampled pages disagree in an interval is cut between them in
+    that interval (both halves keep nr_accesses, age and history); agreeing regions
+    are left alone; no split beyond max_nr_regions; the sampling-interval subscribers
+    see the interval's flags before the split."""
+    from tierlab.monitors.idt_regions import IdtRegions
+    mon = IdtRegions(min_nr_regions=3, max_nr_regions=4)
+    mon.set_regions([0, 100, 200], [100, 200, 300], age=[3, 4, 5])
+    seen = []
+    mon.subscribe_sample(lambda m, now, acc: seen.append((len(m.regions), acc.tolist())))
+    a = np.array([True, True, False])
+    b = np.array([False, True, True])
+    mon.on_sample(a, b, np.array([10, 150, 240]), np.array([50, 160, 280]), 0.01)
+    assert seen == [(3, [True, True, True])]
+    # room for one split (4 regions at most): one of the disagreeing regions 0 and 2
+    r = mon.regions
+    assert len(r) == 4 and mon.splits == 1
+    cut = sorted(set(r.start.tolist()) - {0, 100, 200})
+    assert cut in ([30], [260])
+    assert r.age.tolist() == ([3, 3, 4, 5] if cut == [30] else [3, 4, 5, 5])
+    wide = IdtRegions(min_nr_regions=3, max_nr_regions=100)
+    wide.set_regions([0, 100, 200], [100, 200, 300])
+    wide.on_sample(a, b, np.array([10, 150, 240]), np.array([50, 160, 280]), 0.01)
+    assert wide.regions.start.tolist() == [0, 30, 100, 200, 260]

@@ -160,18 +160,26 @@ def test_runs_start_from_the_shipped_weights_and_keep_learning(tmp_path):
         _sim(policy=f"idt-damon,weights={tmp_path / 'none.npz'}").run()
 
 
-def test_prp_threshold_reset_option():
-    """Literal rule: PRP's threshold tightens to each accepted distance for the whole
-    run, so PRP fires rarely; prp_reset=aggregation starts from 5 each aggregation."""
+def test_prp_fires_with_a_fixed_threshold_and_reports_its_accuracy():
+    """The paper's PRP (a fixed threshold on the [0, 2] distance scale) promotes a
+    neighbour after many ARPs and its accuracy is resolved per run; the public code's
+    rule (prp_rule=public: the threshold tightens to each accepted distance for the
+    rest of the run) fires far less."""
     from tierlab import api
-    counts = {}
-    for p in ("idt", "idt:prp_reset=aggregation"):
-        r = api.run(machine="optane-4tier", workload="gups:hotset", policy=p, scale=1 / 64)
-        counts[p] = r["policy_stats"]["prp"]
-    assert counts["idt"] <= 3
-    assert counts["idt:prp_reset=aggregation"] > 10 * counts["idt"]
-    with pytest.raises(TierlabError, match="prp_reset"):
-        api.make_policy("idt:prp_reset=sometimes")
+    st = {}
+    for p in ("idt", "idt:prp_rule=public"):
+        r = api.run(machine="optane-4tier", workload="gups:dynamic", policy=p,
+                    scale=1 / 256)
+        st[p] = r["policy_stats"]
+    paper = st["idt"]
+    assert paper["arp"] > 0 and paper["prp"] > 10
+    assert paper["prp_resolved"] > 0 and 0 <= paper["prp_accuracy"] <= 1
+    assert paper["prp_hits"] <= paper["prp_resolved"] <= paper["prp"]
+    assert st["idt:prp_rule=public"]["prp"] < paper["prp"] / 2
+    with pytest.raises(TierlabError, match="prp_rule"):
+        api.make_policy("idt:prp_rule=sometimes")
+    with pytest.raises(TierlabError, match="prp_thres"):
+        api.make_policy("idt:prp_thres=5")
 
 
 def _crafted(policy, fill, regions, nr, age, slow=()):
@@ -194,19 +202,40 @@ def _node_now(sim, pol):
     return sim.mem.node[(regs.start + regs.end - 1) // 2].astype(np.int64), regs
 
 
-def test_watermark_transition_to_aggressive_mode():
-    """free <= critical_wmark (1%): the access threshold becomes (min + max) / 2 and age
-    no longer matters; every region at or below it is demoted, coldest first."""
+@pytest.mark.parametrize("rule,ages,demoted", [
+    ("paper", [20] * 10, 6),  # nr < (0 + 20) / 2 strictly, and age >= age_thres (10)
+    ("paper", [20] * 3 + [5] * 7, 3),  # age still counts in aggressive mode
+    ("public", [0] * 10, 7),  # nr <= 10, age ignored (the earlier rule)
+])
+def test_watermark_transition_to_aggressive_mode(rule, ages, demoted):
+    """free < critical_wmark (1%): the access threshold becomes (min + max) / 2 (the
+    backup slide "Aggressive Demotion": strict, and age > age_thres still required);
+    regions meeting it are demoted, coldest first."""
     regs = [(i * 102, (i + 1) * 102) for i in range(10)]
     nr = [0, 0, 2, 4, 6, 8, 10, 12, 14, 20]
-    sim, pol = _crafted("idt-norl", 1020, regs, nr, [0] * 10)  # 4 pages free: 0.4%
+    sim, pol = _crafted(f"idt-norl,aggressive={rule}", 1020, regs, nr, ages)  # 0.4% free
     node, r = _node_now(sim, pol)
     entry = {"nodes": {}}
-    pol._demote_node(0, r, node, np.array(nr), np.zeros(10, dtype=np.int64), entry)
+    pol._demote_node(0, r, node, np.array(nr), np.array(ages), entry)
     e = entry["nodes"][0]
-    assert e["aggressive"] and e["access_thres"] == 10 and e["eligible"] == 7
+    assert e["aggressive"] and e["access_thres"] == 10
+    assert e["eligible"] == (7 if rule == "public" else 6)
     after, _ = _node_now(sim, pol)
-    assert after.tolist() == [1] * 7 + [0] * 3
+    assert after.tolist() == [1] * demoted + [0] * (10 - demoted)
+
+
+def test_free_at_exactly_the_critical_watermark_is_not_aggressive():
+    """Aggressive only below critical_wmark: ARP fills the top node up to exactly 1%
+    free (its acceptance limit), which must not set off an aggressive pass."""
+    regs = [(i * 100, (i + 1) * 100) for i in range(10)]
+    nr = [0, 0, 2, 4, 6, 8, 10, 12, 14, 20]
+    sim, pol = _crafted("idt-norl", 1000, regs, nr, [20] * 10)
+    sim.mem.place_range(1000, 1014, 0)  # 10 pages free of 1024: 0.98%
+    sim.mem.release_range(1012, 1014)  # 12 free: 1.17%
+    node, r = _node_now(sim, pol)
+    entry = {"nodes": {}}
+    pol._demote_node(0, r, node, np.array(nr), np.full(10, 20), entry)
+    assert not entry["nodes"][0]["aggressive"]
 
 
 def test_a_region_demoted_in_a_pass_is_not_promoted_back_in_it():
@@ -215,11 +244,11 @@ def test_a_region_demoted_in_a_pass_is_not_promoted_back_in_it():
     (which would move it back and forth in one aggregation)."""
     regs = [(i * 102, (i + 1) * 102) for i in range(10)]
     nr = [0, 0, 2, 4, 6, 8, 10, 12, 14, 20]
-    sim, pol = _crafted("idt-norl", 1020, regs, nr, [0] * 10)  # aggressive: 0.4% free
+    sim, pol = _crafted("idt-damon,age_thres=10", 1020, regs, nr, [20] * 10)  # 0.4% free
     pol._on_aggregation(pol.monitor, 1.0)
     after, _ = _node_now(sim, pol)
-    assert after.tolist() == [1] * 7 + [0] * 3
-    assert pol.counts["arp"] == 0 and pol.counts["demoted"] == 7 * 102
+    assert after.tolist() == [1] * 6 + [0] * 4
+    assert pol.counts["arp"] == 0 and pol.counts["demoted"] == 6 * 102
 
 
 def test_watermark_transition_to_normal_demotion_uses_min_and_age():
@@ -236,26 +265,112 @@ def test_watermark_transition_to_normal_demotion_uses_min_and_age():
     assert after.tolist() == [1, 0, 1, 0]
 
 
-def test_prp_picks_the_nearest_by_address_gap_and_history_and_tightens():
-    """PRP: among lower-node regions near the ARP region, the nearest by normalised
-    address gap + normalised Hamming distance of histories is promoted if under the
-    threshold, which then becomes that distance. A top-node region is never chosen."""
+def test_prp_picks_the_nearest_on_one_scale_and_tightens_only_under_the_public_rule():
+    """PRP: among lower-node regions near the ARP region, the nearest by address gap /
+    prp_window + Hamming(histories) / history bits (each in [0, 1]) is promoted if
+    under prp_thres, on the same scale. A top-node region is never chosen. Under
+    prp_rule=public the threshold then becomes that distance."""
     regs = [(1000, 1010), (1010, 1020), (1020, 1030), (1100, 1110), (1200, 1210)]
-    sim, pol = _crafted("idt", 0, regs, [5, 0, 0, 0, 0], [0] * 5,
-                        slow=[(1020, 1030), (1100, 1110), (1200, 1210)])
-    sim.mem.place_range(1000, 1020, 0)  # the ARP region and a top-node neighbour
     full = np.uint64(0xFFFFFFFFFFFFFFFF)
-    pol.monitor._set_hist(np.array([full, full, np.uint64(0xFFFFFFFF), full,
-                                    np.uint64(0)], dtype=np.uint64))
+    hist = np.array([full, full, np.uint64(0xFFFFFFFF), full, np.uint64(0)],
+                    dtype=np.uint64)
+    for rule in ("fixed", "public"):
+        sim, pol = _crafted(f"idt,prp_rule={rule},prp_window=400KiB,prp_thres=0.6", 0,
+                            regs, [5, 0, 0, 0, 0], [0] * 5,
+                            slow=[(1020, 1030), (1100, 1110), (1200, 1210)])
+        sim.mem.place_range(1000, 1020, 0)  # the ARP region and a top-node neighbour
+        pol.monitor._hist = hist.copy()
+        assert pol.prp_window == 100
+        node, r = _node_now(sim, pol)
+        d = pol.prp_distance(0, np.array([2, 3, 4]), r)
+        # 10 pages away and 32 of 64 bits apart; 90 pages, same history; 190 pages
+        # (capped at the window) and every bit apart
+        assert d.tolist() == pytest.approx([0.1 + 0.5, 0.9, 1.0 + 1.0])
+        pol._prp(0, r, node)
+        after, _ = _node_now(sim, pol)
+        assert after.tolist() == [0, 0, 1, 1, 1]  # 0.6 is not under 0.6: nothing
+        pol.prp_thres = 0.95
+        pol._prp(0, r, node)
+        after, _ = _node_now(sim, pol)
+        assert after.tolist() == [0, 0, 0, 1, 1] and pol.counts["prp"] == 1
+        assert pol.prp_thres == (pytest.approx(0.6) if rule == "public" else 0.95)
+        node, r = _node_now(sim, pol)
+        pol._prp(0, r, node)  # next: (1100, 1110) at 0.9
+        after, _ = _node_now(sim, pol)
+        assert after.tolist() == ([0, 0, 0, 1, 1] if rule == "public" else
+                                  [0, 0, 0, 0, 1])
+
+
+def _sampled(policy="idt-norl,prp=off", fill=1020):
+    """A policy on IDT's own monitor with ten 102-page regions, the first `fill`
+    pages on the fast node and the rest on the slow one."""
+    regs = [(i * 102, (i + 1) * 102) for i in range(12)]
+    sim, pol = _crafted(policy, fill, regs, [0] * 12, [20] * 12, slow=[(fill, 1224)])
+    return sim, pol
+
+
+def test_arp_promotes_at_the_sampling_interval():
+    """A region IDT demoted is promoted in the very sampling interval it is seen
+    accessed (IDT's public code promotes in its sampling path), not at the next
+    aggregation; its slow hit is credited to the decision that demoted it."""
+    sim, pol = _sampled(fill=800)
+    mon = pol.monitor
+    pol.demoted_by[102 * 9:102 * 10] = 1  # region 9 sits below: node 0 demoted it
+    pol.demoted_in[102 * 9:102 * 10] = 3
+    pol._cons[(0, 3)] = [102, 0, 0]
+    acc = np.zeros(12, dtype=bool)
+    acc[[9, 10]] = True  # 10 is below too, but IDT did not demote it: not ARP
+    mon.on_sample(acc, acc, np.arange(12) * 102, np.arange(12) * 102, 0.01)
+    node, _ = _node_now(sim, pol)
+    assert node[9] == 0 and node[10] == 1 and pol.counts["arp"] == 1
+    assert pol._cons[(0, 3)] == [102, 102, 102]  # demoted, slow_hit, promoted
+    assert mon.nr_aggregations == 0
+
+
+def test_arp_respects_the_critical_watermark():
+    """No ARP promotion that would leave the top node under 1% free."""
+    sim, pol = _sampled(fill=1020)  # 4 of 1024 pages free
+    pol.demoted_by[102 * 10:102 * 11] = 1
+    acc = np.zeros(12, dtype=bool)
+    acc[10] = True
+    pol.monitor.on_sample(acc, acc, np.arange(12) * 102, np.arange(12) * 102, 0.01)
+    node, _ = _node_now(sim, pol)
+    assert node[10] == 1 and pol.counts["arp"] == 0
+
+
+@pytest.mark.parametrize("rule", ["paper", "public"])
+def test_each_decision_is_rewarded_for_its_own_consequences(rule):
+    """A node's decision k is rewarded at its next decision with the pages it demoted
+    and the slow hits (paper) or ARP promotions (public) of exactly those pages; slow
+    hits on pages an earlier decision demoted are not charged to it."""
+    from tierlab.policies.idt.agent import reward, reward_paper
+    sim, pol = _sampled(f"idt,reward={rule},age_thres=1", fill=1020)
+    given = []
+    pol.agent.act = lambda n, s: 0
+    pol.agent.pending = {}
+    pol.agent.give_reward = lambda n, r, s: given.append(r)
+    mon = pol.monitor
+    # an old demotion (decision 1 of node 0) sits on region 11
+    pol.demoted_by[102 * 11:] = 1
+    pol.demoted_in[102 * 11:] = 1
+    pol._decision[0] = 1
+    nr = np.array([0, 0] + [5] * 10)
+    mon.set_regions([i * 102 for i in range(12)], [(i + 1) * 102 for i in range(12)],
+                    nr, [20] * 12)
     node, r = _node_now(sim, pol)
-    pol._prp(0, r, node)
-    after, _ = _node_now(sim, pol)
-    # (1020, 1030): 10 pages away, 32 bits apart -> ~0.5; (1100, 1110): 90 pages away,
-    # the same history -> 90 / window
-    assert after.tolist() == [0, 0, 1, 0, 1]
-    assert pol.counts["prp"] == 1
-    assert pol.prp_thres == pytest.approx(90 / pol.prp_window)
+    pol._demote_node(0, r, node, nr, np.full(12, 20), None)  # decision 2
+    assert pol._decision[0] == 2 and pol._cons[(0, 2)][0] == 204
+    pol.agent.pending = {0: object()}
+    acc = np.zeros(12, dtype=bool)
+    acc[[0, 11]] = True  # region 0 (decision 2's) and 11 (decision 1's) seen below
+    mon.on_sample(acc, acc, np.arange(12) * 102, np.arange(12) * 102, 0.01)
     node, r = _node_now(sim, pol)
-    pol._prp(0, r, node)  # the next best (0.5) is now above the tightened threshold
-    after, _ = _node_now(sim, pol)
-    assert after.tolist() == [0, 0, 1, 0, 1] and pol.counts["prp"] == 1
+    pol._demote_node(0, r, node, nr, np.full(12, 20), None)
+    want = reward_paper(204, 102) if rule == "paper" else reward(204, 102)
+    assert given == [pytest.approx(want)]
+
+
+def test_gamma_is_a_parameter():
+    assert POLICIES.create("idt,gamma=0").gamma == 0.0
+    with pytest.raises(TierlabError, match="gamma"):
+        POLICIES.create("idt,gamma=2")

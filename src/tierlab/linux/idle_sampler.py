@@ -78,9 +78,8 @@ class IdleSampler:
         self.ticks = 0
         self._pfn = np.zeros(0, dtype=np.uint64)  # per page index, 0 = not present
         self._present = np.zeros(0, dtype=np.int64)  # page indices with a PFN, sorted
-        self._lo = self._cnt = np.zeros(0, dtype=np.int64)  # per region, in _present
         self._pending = None  # (R, 2) PFNs set idle at the last tick, 0 = none
-        self._acc = self._dis = np.zeros(0, dtype=np.int64)
+        self._pending_pages = None  # (R, 2) their page indices
         self._mig_seen = None
 
     def start(self) -> None:
@@ -88,7 +87,7 @@ class IdleSampler:
         sim, mon = self.sim, self.mon
         t = time.process_time()
         now = sim.now
-        mon._ops_update(now, force=True)
+        mon.ops_update(now, force=True)
         self._load()
         if self._present.size == 0 and np.any(sim.mem.node != UNALLOC):
             raise TierlabError("idt-regions: /proc/PID/pagemap gives no page frame "
@@ -105,7 +104,7 @@ class IdleSampler:
         sim, mon = self.sim, self.mon
         t = time.process_time()
         self.ticks += 1
-        self._check()
+        self._check(now)
         if now >= self.next_aggr - self.period / 2:
             t += self._aggregate(now)
             self._rest_of_update(now)
@@ -123,19 +122,23 @@ class IdleSampler:
         if R == 0 or self._present.size == 0:
             self._pending = None
             return
+        lo = np.searchsorted(self._present, self.mon._s)  # regions change per sample
+        cnt = np.searchsorted(self._present, self.mon._e) - lo
         u = self.rng.random((R, 2))
-        k = self._lo[:, None] + (u * self._cnt[:, None]).astype(np.int64)
+        k = lo[:, None] + (u * cnt[:, None]).astype(np.int64)
         k = np.minimum(k, self._present.size - 1)
-        pf = self._pfn[self._present[k]]
-        pf[self._cnt == 0] = 0
+        self._pending_pages = self._present[k]
+        pf = self._pfn[self._pending_pages]
+        pf[cnt == 0] = 0
         live = pf[pf != 0]
         if live.size:
             self.sim.kernel.set_idle(live)
         self.mon.checks += int(live.size)
         self._pending = pf
 
-    def _check(self) -> None:
-        """Accessed = the idle bit was cleared since `_prepare`; a|b and a^b per region."""
+    def _check(self, now: float) -> None:
+        """Accessed = the idle bit was cleared since `_prepare`; the monitor accounts
+        the interval (nr_accesses, history, ARP subscribers, splits)."""
         pf = self._pending
         if pf is None:
             return
@@ -145,10 +148,9 @@ class IdleSampler:
         if live.any():
             acc[live] = ~np.asarray(self.sim.kernel.idle(pf[live]), dtype=bool)
         self.mon.checks += int(live.sum())
-        a, b = acc[:, 0], acc[:, 1]
-        self._acc += a | b
-        self._dis += a ^ b
         self.samples += 1
+        pages = self._pending_pages
+        self.mon.on_sample(acc[:, 0], acc[:, 1], pages[:, 0], pages[:, 1], now)
 
     # -- per aggregation -----------------------------------------------------------
     def _aggregate(self, now: float) -> float:
@@ -159,8 +161,7 @@ class IdleSampler:
         sim.refresh(max_age=sim.refresh_interval)
         if not (mon.nr_regions and self.samples):
             return 0.0
-        nr = np.rint(self._acc * (mon.samples_per_aggr / self.samples)).astype(np.int64)
-        mon._dis = self._dis.copy()
+        nr = np.rint(mon._acc * (mon.samples_per_aggr / self.samples)).astype(np.int64)
         t = time.process_time()
         mon.aggregate(nr, now)
         return time.process_time() - t
@@ -171,14 +172,11 @@ class IdleSampler:
         if self.next_aggr <= now:
             self.next_aggr = now + mon.aggr_interval
         if now + 1e-12 >= mon._next_update:
-            mon._ops_update(now)
+            mon.ops_update(now)
         self._load()
         self._reset_counts()
 
     def _reset_counts(self) -> None:
-        R = self.mon.nr_regions
-        self._acc = np.zeros(R, dtype=np.int64)
-        self._dis = np.zeros(R, dtype=np.int64)
         self.samples = 0
         self._pending = None
 
@@ -193,6 +191,4 @@ class IdleSampler:
             pfn[idx] = np.asarray(sim.kernel.pfns(sim.space.to_va(idx)), dtype=np.uint64)
         self._pfn = pfn
         self._present = np.flatnonzero(pfn)
-        self._lo = np.searchsorted(self._present, mon._s)
-        self._cnt = np.searchsorted(self._present, mon._e) - self._lo
         self._mig_seen = sim.stats.migrated_bytes

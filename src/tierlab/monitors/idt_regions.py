@@ -1,34 +1,44 @@
 """`idt-regions`: IDT's region monitor (HPDC'24; ALGORITHMS.md "IDT", Monitoring).
 
 Built on DAMON (`damon.py`: regions over the allocated address space, min/max regions,
-the prepare/check accessed-bit pattern) with IDT's changes:
+the prepare/check accessed-bit pattern, the age rule) with IDT's changes, run every
+**sampling interval** as the paper's slides describe ("Sample 2 pages at each
+sample_interval; manage history, access, age"):
 
 - sampling interval 10 ms, aggregation 1 s, 1,000-10,000 regions;
-- **two** random pages per region per sampling interval; `nr_accesses` counts the
-  intervals in which either was accessed. With the rate model both pages are fresh
-  uniform draws, so per interval the pair is (both, one, none) accessed with
-  probabilities (q^2, 2q(1 - q), (1 - q)^2), q the region's mean page access
-  probability (the same mixture argument as DAMON's single sample);
-- `age` by DAMON's rule (+1 per aggregation, 0 when nr_accesses moved by more than
-  max_nr_accesses / 10), size-weighted on merge, kept by both halves on split;
-- an access-history bit vector per region (`history_bits`, default 64; the paper does not
-  publish its length or fill rule: here bit 0 is 1 iff nr_accesses > 0 in the last
-  aggregation, older bits shift left);
-- **merge** of neighbours only when they are on the same node (a region's node is its
-  middle page's) and, in every sliding window of `window` (16) valid history bits,
-  Fisher's exact test on [[a_i, n - a_i], [a_j, n - a_j]] does not reject similarity
-  at `fisher_alpha` (10%, the 90% level); the table is computed once with scipy. The
-  public code's rule, |a_i - a_j| <= 2 per window, is `merge_rule=public`. Merged
-  runs are formed from neighbour pairs (chained) and capped at DAMON's size limit;
-  a run keeps its first region's history and last_nr_accesses;
-- **split** of a region whose two samples disagreed (one accessed, the other not) in at
-  least `split_min` intervals of the aggregation, in two at a random page, most
-  disagreeing first, while fewer than max_nr_regions regions exist (DAMON's random
-  split is not used);
+- every sampling interval (`on_sample`), **two** random pages per region are checked
+  (a stateless prepare/check of each, `sim.bits.test_since`, exact in distribution for
+  the rate model and per access for an exact replay); the region counts as accessed in
+  that interval when either page was: `nr_accesses` counts such intervals over the
+  aggregation;
+- `history`, one bit per region per sampling interval (`history=sample`, the default:
+  bit 0 = accessed in the newest interval, `history_bits` = 64 kept); the earlier rule,
+  one bit per aggregation (nr_accesses > 0), is `history=aggregation`;
+- **split** ("Split region when the access status of the sampling pages differs at
+  sample_interval"): after each sampling interval a region whose two pages disagreed is
+  cut in two between them (`split_at=between`, at the midpoint of the two pages, so
+  the accessed and the idle page land in different halves; the paper says when, not
+  where: `split_at=random` cuts at a uniform page instead), while fewer than
+  max_nr_regions regions exist (a random subset of the disagreeing regions when there
+  is room for fewer); both halves keep nr_accesses, age and history (DAMON's rule);
+- subscribers to the sampling interval (`subscribe_sample`, IDT's ARP) run after each
+  interval's check, before its splits, with that interval's accessed flags;
+- every aggregation (`aggregate`): `age` by DAMON's rule (+1 per aggregation, 0 when
+  nr_accesses moved by more than max_nr_accesses / 10), then the **merge** of
+  neighbours on the same node (a region's node is its middle page's) whose histories
+  pass Fisher's exact test on [[a_i, n - a_i], [a_j, n - a_j]] at `fisher_alpha` (10%,
+  the 90% level) in every sliding window of `window` (n = 16) valid history bits (the
+  table computed once with scipy; the public code's |a_i - a_j| <= 2 is
+  `merge_rule=public`); merged runs are formed from neighbour pairs (chained), capped
+  at DAMON's size limit, and keep their first region's history and last_nr_accesses,
+  with size-weighted nr_accesses and age; then the aggregation subscribers (IDT's
+  demotion), the reset of nr_accesses, and DAMON's ops update of the monitored ranges;
 - `reset_after_move(idx)` zeroes age and nr_accesses of migrated regions (IDT's rule).
 
 `stats()` adds `mean_merged_hamming`: the mean normalised Hamming distance between the
-histories of regions merged together (the paper's measure of merge quality).
+histories of regions merged together (the paper's measure of merge quality);
+`mean_merged_hamming_aggr`, the same over a measurement-only history of one bit per
+aggregation (nr_accesses > 0), the unit plain `damon` reports in; and `splits`.
 """
 from __future__ import annotations
 
@@ -38,8 +48,11 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import TierlabError
-from .base import MONITORS
+from .base import MONITORS, Monitor
 from .damon import UNALLOC, Damon, Regions, _i64, hamming
+
+HISTORY_RULES = ("sample", "aggregation")
+SPLIT_RULES = ("between", "random")
 
 
 @dataclass
@@ -80,112 +93,250 @@ def window_counts(h: np.ndarray, valid: int, window: int) -> np.ndarray:
                     axis=1).astype(np.int64)
 
 
+def _choice(v, what: str, valid) -> str:
+    v = str(v).strip().lower()
+    if v not in valid:
+        raise TierlabError(f"bad idt-regions {what} {v!r}; valid: {', '.join(valid)}")
+    return v
+
+
 @MONITORS.register("idt-regions")
 class IdtRegions(Damon):
-    """IDT's region monitor: two samples per region, Fisher-test merge, history."""
+    """IDT's region monitor: two samples per region every sampling interval, per-sample
+    history and splits, Fisher-test merge at each aggregation."""
 
     def __init__(self, sample="10ms", aggr="1s", update="1s", min_nr_regions=1000,
                  max_nr_regions=10000, history_bits=64, window=16, fisher_alpha=0.10,
-                 merge_rule="fisher", split_min=1, target=None, name="idt-regions"):
+                 merge_rule="fisher", history="sample", split_at="between", target=None,
+                 name="idt-regions"):
         super().__init__(sample=sample, aggr=aggr, update=update,
                          min_nr_regions=min_nr_regions, max_nr_regions=max_nr_regions,
                          target=target, name=name)
         self.params.update(history_bits=history_bits, window=window,
                            fisher_alpha=fisher_alpha, merge_rule=merge_rule,
-                           split_min=split_min)
+                           history=history, split_at=split_at)
         self.history_bits = int(history_bits)
         self.window = int(window)
         if not 1 <= self.window <= self.history_bits <= 64:
             raise TierlabError(f"bad idt-regions history_bits={history_bits} "
                                f"window={window}: need 1 <= window <= history_bits <= 64")
         self.fisher_alpha = float(fisher_alpha)
-        if merge_rule not in ("fisher", "public"):
-            raise TierlabError(f"bad idt-regions merge_rule {merge_rule!r}; valid: "
-                               "fisher, public")
-        self.merge_rule = merge_rule
-        self.split_min = max(int(split_min), 1)
+        self.merge_rule = _choice(merge_rule, "merge_rule", ("fisher", "public"))
+        self.history = _choice(history, "history", HISTORY_RULES)
+        self.split_at = _choice(split_at, "split_at", SPLIT_RULES)
+        self._mask = np.uint64((1 << self.history_bits) - 1) if self.history_bits < 64 \
+            else np.uint64(0xFFFFFFFFFFFFFFFF)
+        z = np.zeros(0, dtype=np.int64)
         self._hist = np.zeros(0, dtype=np.uint64)
-        self._hist_s = np.zeros(0, dtype=np.int64)  # region starts the history matches
-        self._dis = np.zeros(0, dtype=np.int64)
+        self._acc, self._dis = z, z  # this aggregation's accessed / disagreeing intervals
+        self._nsamp = 0  # sampling intervals taken in this aggregation
+        self._nbits = 0  # valid history bits
         self._snap_hist = self._hist
+        self._sample_subs = []
+        self._live = False
+        self._size_of, self._size = None, None
         self.merges = 0
+        self.splits = 0
         self._ham_sum = 0.0
 
-    # -- history kept aligned with the regions --------------------------------------
-    def _sync(self) -> None:
-        """Regions changed under the base class (allocation updates, min_nr_regions):
-        each new region takes the history of the old region holding its start."""
-        if self._hist_s.shape == self._s.shape and np.array_equal(self._hist_s, self._s):
-            return
-        old_s, old_h = self._hist_s, self._hist
-        if old_s.size:
-            i = np.clip(np.searchsorted(old_s, self._s, side="right") - 1, 0, None)
-            h = old_h[i]
-        else:
-            h = np.zeros(self._s.shape, dtype=np.uint64)
-        self._hist, self._hist_s = h, self._s
+    # -- per-region arrays kept aligned with the regions ---------------------------
+    def _per_region(self):
+        return ("_nr", "_last", "_age", "_hist", "_acc", "_dis", "_mh")
 
-    def _set_hist(self, h) -> None:
-        self._hist, self._hist_s = np.asarray(h, dtype=np.uint64), self._s
+    def _fit(self) -> None:
+        """Regions changed under the base class (ops update, set_regions, splits by
+        others): each region takes the history of the old region holding its start
+        (a fresh region none); the interval counts start again."""
+        R = self.nr_regions
+        if self._hist.shape[0] != R or self._acc.shape[0] != R:
+            self._hist = np.zeros(R, dtype=np.uint64)
+            self._mh = np.zeros(R, dtype=np.uint64)
+        if self._acc.shape[0] != R:
+            self._acc = np.zeros(R, dtype=np.int64)
+            self._dis = np.zeros(R, dtype=np.int64)
+
+    def _refit(self, old_s, old_e) -> None:
+        """After an ops update: carry history over by start address."""
+        R = self.nr_regions
+        if old_s.size and self._hist.shape[0] == old_s.shape[0]:
+            i = np.searchsorted(old_s, self._s, side="right") - 1
+            ok = (i >= 0) & (self._s < old_e[np.clip(i, 0, None)])
+            i = np.clip(i, 0, None)
+            self._hist, self._mh = (np.where(ok, h[i], np.uint64(0)).astype(np.uint64)
+                                    for h in (self._hist, self._mh))
+        else:
+            self._hist = np.zeros(R, dtype=np.uint64)
+            self._mh = np.zeros(R, dtype=np.uint64)
+        self._acc = np.zeros(R, dtype=np.int64)
+        self._dis = np.zeros(R, dtype=np.int64)
 
     @property
     def regions(self) -> IdtRegionSnapshot:
-        self._sync()
+        """During a sampling-interval subscriber: the live regions with this
+        aggregation's counts so far; during an aggregation subscriber: the merged
+        regions; otherwise the snapshot taken after the last aggregation."""
+        self._fit()
+        if self._live:
+            return IdtRegionSnapshot(self._s, self._e, self._acc, self._age, self._last,
+                                     history=self._hist)
         r = super().regions
         h = self._hist if (self._in_aggr or self._snap is None) else self._snap_hist
         return IdtRegionSnapshot(r.start, r.end, r.nr_accesses, r.age, r.last_nr_accesses,
                                  history=h)
 
+    def subscribe_sample(self, fn) -> None:
+        """Call fn(monitor, now, accessed) after every sampling interval's check
+        (accessed: bool per region, either page accessed), before its splits."""
+        self._sample_subs.append(fn)
+
     def reset_after_move(self, idx) -> None:
         """IDT zeroes age and nr_accesses of a region after migrating it."""
         idx = np.asarray(idx, dtype=np.int64)
         self.reset_age(idx)
-        nr = self._nr.copy()
-        nr[idx] = 0
-        self._nr = nr
+        for name in ("_nr", "_acc"):
+            a = getattr(self, name)
+            if a.shape[0] == self.nr_regions:
+                a = a.copy()
+                a[idx] = 0
+                setattr(self, name, a)
 
-    # -- sampling ----------------------------------------------------------------------
-    def _pair_probs(self, lo, hi):
-        """(pa, pb), each (R, S): access probability of the two sampled pages."""
-        tl = self.sim.source.timeline
-        S, R = self.samples_per_aggr, self.nr_regions
-        w = tl.work_at(np.concatenate((lo, hi)))
-        dw = np.maximum(w[S:] - w[:S], 0.0)
-        if tl.epoch_start[-1] <= float(lo.min()) and \
-                tl.fields[-1].nsegments <= max(20 * R, 20000):
-            q = self._mean_access_prob(tl.fields[-1], dw)  # fresh uniform pages
-            q = np.broadcast_to(q, (R, S))
-            return q, q
-        out = []
-        for _ in range(2):
-            pages = self._draw_pages(np.arange(R))
-            r, wr = tl.field.rate_of(pages.ravel())
-            out.append(-np.expm1(-(r + wr).reshape(pages.shape) * dw[None, :]))
-        return out[0], out[1]
+    def set_regions(self, start, end, nr_accesses=None, age=None, last_nr_accesses=None):
+        super().set_regions(start, end, nr_accesses, age, last_nr_accesses)
+        self._refit(np.zeros(0, np.int64), np.zeros(0, np.int64))
 
-    def _sample(self, t0: float, t1: float) -> np.ndarray:
-        sim = self.sim
-        S, R = self.samples_per_aggr, self.nr_regions
-        grid = t0 + self._unit_grid * (t1 - t0)
-        grid[-1] = t1
-        if hasattr(getattr(sim.source, "timeline", None), "fields"):
-            pa, pb = self._pair_probs(grid[:-1], grid[1:])
-            a = self.rng.random((R, S)) < pa
-            b = self.rng.random((R, S)) < pb
-        else:  # exact replay source: a prepare/check of each drawn page
-            a, b = (np.stack([sim.bits.test_since(0, p[:, j], grid[j], float(grid[j + 1]))
-                              for j in range(S)], axis=1)
-                    for p in (self._draw_pages(np.arange(R)), self._draw_pages(np.arange(R))))
-        self._dis = (a ^ b).sum(axis=1).astype(np.int64)
-        n = 2 * R * S  # two pages, each a prepare (clear) and a check
-        cost = getattr(sim.bits, "check_cost", 150e-9)
-        sim.bits.charge(2 * n)
-        self.checks += 2 * n
-        self.cpu_seconds += 2 * n * cost
-        sim.charge_cpu(2 * n * cost, "monitor")
-        return (a | b).sum(axis=1).astype(np.int64)
+    # -- the kdamond loop in the simulator: one call per sampling interval -----------
+    def attach(self, sim) -> None:
+        if getattr(sim, "real", False):  # the Linux backend drives on_sample/aggregate
+            super().attach(sim)
+            return
+        Monitor.attach(self, sim)
+        self.rng = sim.rng_for(self.name)
+        monitors = getattr(sim, "monitors", None)
+        if isinstance(monitors, dict):
+            monitors.setdefault(self.name, self)
+        sim.every(self.sample_interval, self._tick, offset=0.0)
+
+    def _tick(self, now: float) -> None:
+        """One sampling interval: check the two pages of every region set at the last
+        tick, then (every samples_per_aggr ticks) aggregate."""
+        if self._t_last is None:
+            self.ops_update(now, force=True)
+            self._t_last = now
+            return
+        t0, self._t_last = self._t_last, now
+        R = self.nr_regions
+        if R:
+            self._fit()
+            pa, pb = self._draw_pair()
+            ab = self.sim.bits.test_since(0, np.concatenate((pa, pb)), t0, now)
+            a, b = ab[:R], ab[R:]
+            bits = self.sim.bits
+            n = 4 * R  # two pages, each a prepare (clear) and a check
+            cost = n * getattr(bits, "check_cost", 150e-9)
+            self.checks += n
+            self.cpu_seconds += cost
+            self.sim.charge_cpu(cost, "monitor")
+            self.on_sample(a, b, pa, pb, now)
+        if self._nsamp >= self.samples_per_aggr:
+            if self.nr_regions:
+                self.aggregate(self._acc, now)
+            if now + 1e-12 >= self._next_update:
+                self.ops_update(now)
+
+    def ops_update(self, now: float, force: bool = False) -> None:
+        """DAMON's ops update (`Damon._ops_update`), with the history carried over."""
+        old_s, old_e = self._s, self._e
+        self._ops_update(now, force=force)
+        if force or self._s is not old_s:
+            self._refit(old_s, old_e)
+
+    def _draw_pair(self):
+        """Two uniform pages per region (damon_rand(start, end), twice)."""
+        s = self._s
+        if self._size_of is not s:
+            self._size_of, self._size = s, (self._e - s).astype(float)
+        u = self.rng.random((2, s.shape[0]))
+        u *= self._size
+        p = u.astype(np.int64)
+        p += s
+        np.minimum(p, self._e - 1, out=p)
+        return p[0], p[1]
+
+    # -- what one sampling interval saw (shared with linux/idle_sampler.py) ------------
+    def on_sample(self, a, b, pa, pb, now: float) -> None:
+        """Account one sampling interval: a, b = whether each region's two pages (at
+        pages pa, pb) were accessed. nr_accesses and history, the sampling-interval
+        subscribers (ARP), then the splits of disagreeing regions."""
+        self._fit()
+        a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+        acc = a | b
+        dis = a ^ b
+        self._acc = self._acc + acc
+        self._dis = self._dis + dis
+        self._nsamp += 1
+        if self.history == "sample":
+            self._hist = ((self._hist << np.uint64(1)) | acc.astype(np.uint64)) & self._mask
+            self._nbits = min(self._nbits + 1, self.history_bits)
+        if self._sample_subs:
+            self._live = True
+            try:
+                for fn in self._sample_subs:
+                    fn(self, now, acc)
+            finally:
+                self._live = False
+        self._split_pairs(np.flatnonzero(dis), np.asarray(pa, np.int64),
+                          np.asarray(pb, np.int64))
+
+    def _split_pairs(self, cand, pa, pb) -> None:
+        room = self.max_nr_regions - self.nr_regions
+        if room <= 0 or cand.size == 0:
+            return
+        s, e = self._s, self._e
+        if self.split_at == "between":
+            lo, hi = np.minimum(pa[cand], pb[cand]), np.maximum(pa[cand], pb[cand])
+            cut = (lo + hi + 1) // 2
+        else:
+            cut = s[cand] + 1 + (self.rng.random(cand.size) *
+                                 (e[cand] - s[cand] - 1)).astype(np.int64)
+        ok = (cut > s[cand]) & (cut < e[cand])
+        cand, cut = cand[ok], cut[ok]
+        if cand.size > room:
+            pick = np.sort(self.rng.permutation(cand.size)[:room])
+            cand, cut = cand[pick], cut[pick]
+        if cand.size:
+            self.split_many(cand, cut)
+
+    def split_many(self, idx, cut) -> None:
+        """Cut regions idx (sorted) at pages cut: [start, cut) and [cut, end), both
+        keeping every per-region value (damon_split_region_at, vectorised)."""
+        self._fit()
+        idx = np.asarray(idx, dtype=np.int64)
+        owner = np.sort(np.concatenate((np.arange(self.nr_regions), idx)))
+        dup = np.concatenate(([False], owner[1:] == owner[:-1]))
+        cuts = np.empty(self.nr_regions, dtype=np.int64)
+        cuts[idx] = cut
+        new_s = self._s[owner].copy()
+        new_e = self._e[owner].copy()
+        new_s[dup] = cuts[owner[dup]]
+        new_e[np.flatnonzero(dup) - 1] = new_s[dup]
+        for name in self._per_region():
+            setattr(self, name, getattr(self, name)[owner])
+        self._s, self._e = new_s, new_e
+        self.splits += int(idx.size)
+
+    def split_at(self, i: int, page: int) -> None:
+        i, page = int(i), int(page)
+        if not self._s[i] < page < self._e[i]:
+            raise ValueError(f"split point {page} outside region {i} "
+                             f"[{self._s[i]}, {self._e[i]})")
+        self.split_many([i], [page])
 
     # -- aggregation ---------------------------------------------------------------
+    def _valid_bits(self) -> int:
+        if self.history == "sample":
+            return self._nbits
+        return min(self.nr_aggregations, self.history_bits)
+
     def _similar(self, h, valid: int) -> np.ndarray:
         """similar[i]: regions i and i+1 pass the test in every window."""
         if valid == 0 or h.shape[0] < 2:
@@ -197,12 +348,12 @@ class IdtRegions(Damon):
         return table[c[:-1], c[1:]].all(axis=1)
 
     def _merge(self) -> None:
-        s, e, nr, last, age, h = self._s, self._e, self._nr, self._last, self._age, self._hist
+        s, e, h = self._s, self._e, self._hist
         R = s.shape[0]
         if R < 2:
             return
         node = self.sim.mem.node[(s + e - 1) // 2]
-        valid = min(self.nr_aggregations, self.history_bits)
+        valid = self._valid_bits()
         ok = (s[1:] == e[:-1]) & (node[1:] == node[:-1]) & (node[1:] != UNALLOC)
         ok &= self._similar(h, valid)
         head = np.concatenate(([True], ~ok))
@@ -221,59 +372,49 @@ class IdtRegions(Damon):
         self.merges += int(merged.sum())
         self._ham_sum += float(hamming(h[merged], h[first][run[merged]]).sum()) / \
             max(valid, 1)
+        mh = self._mh
+        self._mh_sum += float(hamming(mh[merged], mh[first][run[merged]]).sum()) / \
+            max(min(self.nr_aggregations, 64), 1)
+        self._mh = mh[first]
         tot = np.bincount(run, weights=sz)
-        self._nr = (np.bincount(run, weights=nr * sz) // tot).astype(np.int64)
-        self._age = (np.bincount(run, weights=age * sz) // tot).astype(np.int64)
+        self._nr = (np.bincount(run, weights=self._nr * sz) // tot).astype(np.int64)
+        self._age = (np.bincount(run, weights=self._age * sz) // tot).astype(np.int64)
         lastidx = np.append(first[1:] - 1, R - 1)
-        self._s, self._e, self._last = s[first], e[lastidx], last[first]
-        self._dis = np.bincount(run, weights=self._dis).astype(np.int64)
-        self._set_hist(h[first])
+        self._s, self._e, self._last = s[first], e[lastidx], self._last[first]
+        self._hist = h[first]
+        self._acc = np.zeros(first.size, dtype=np.int64)
+        self._dis = np.zeros(first.size, dtype=np.int64)
 
     def aggregate(self, nr_accesses, now: float = 0.0) -> None:
-        """Age rule, history, IDT merge, subscribers (IDT's policy), reset, IDT split."""
-        self._sync()
+        """Age rule, history (`history=aggregation`), IDT merge, subscribers (IDT's
+        demotion), reset of the aggregation's counts."""
+        self._fit()
         nr = np.minimum(_i64(nr_accesses), self.max_nr_accesses)
         if nr.shape != self._s.shape:
             raise ValueError("nr_accesses must have one value per region")
-        if self._dis.shape != nr.shape:
-            self._dis = np.zeros_like(nr)
         self.nr_aggregations += 1
         self.max_observed = int(nr.max()) if nr.size else 0
         thres = self.max_nr_accesses // 10
         self._age = np.where(np.abs(nr - self._last) > thres, 0, self._age + 1)
         self._nr = nr
-        mask = np.uint64((1 << self.history_bits) - 1) if self.history_bits < 64 \
-            else np.uint64(0xFFFFFFFFFFFFFFFF)
-        self._set_hist(((self._hist << np.uint64(1)) | (nr > 0).astype(np.uint64)) & mask)
+        # measurement only (as Damon keeps it): one bit per aggregation, nr_accesses > 0
+        self._mh = (self._mh << np.uint64(1)) | (nr > 0).astype(np.uint64)
+        if self.history == "aggregation":
+            self._hist = self._mh & self._mask
         self._merge()
         self._publish(now)
         self._snap_hist = self._hist
-        self._split_disagreeing()
-
-    def _split_disagreeing(self) -> None:
-        room = self.max_nr_regions - self.nr_regions
-        s, e = self._s, self._e
-        cand = np.flatnonzero((self._dis >= self.split_min) & (e - s >= 2))
-        if room <= 0 or cand.size == 0:
-            return
-        cand = cand[np.argsort(-self._dis[cand], kind="stable")][:room]
-        cut = s[cand] + 1 + (self.rng.random(cand.size) * (e[cand] - s[cand] - 1)).astype(
-            np.int64)
-        owner = np.sort(np.concatenate((np.arange(s.size), cand)))
-        new_s = s[owner].copy()
-        dup = np.concatenate(([False], owner[1:] == owner[:-1]))
-        cuts = np.empty(s.size, dtype=np.int64)
-        cuts[cand] = cut
-        new_s[dup] = cuts[owner[dup]]
-        new_e = e[owner].copy()
-        new_e[np.flatnonzero(dup) - 1] = new_s[dup]
-        self._s, self._e = new_s, new_e
-        self._nr, self._last, self._age = self._nr[owner], self._last[owner], self._age[owner]
-        self._set_hist(self._hist[owner])
-        self._dis = np.zeros(new_s.size, dtype=np.int64)
+        R = self.nr_regions
+        self._acc = np.zeros(R, dtype=np.int64)
+        self._dis = np.zeros(R, dtype=np.int64)
+        self._nsamp = 0
 
     def stats(self) -> dict:
         d = super().stats()
         d["merges"] = self.merges
+        d["splits"] = self.splits
         d["mean_merged_hamming"] = self._ham_sum / self.merges if self.merges else None
+        # in the unit of Damon's measurement: histories of one bit per aggregation
+        d["mean_merged_hamming_aggr"] = self._mh_sum / self.merges if self.merges \
+            else None
         return d

@@ -6,7 +6,10 @@
   aggregations and PPO's small networks train poorly on raw magnitudes;
 - actions: 0, 1, 2 = age_thres q2, q3, max of that distribution (floored at 1,
   `age_thres_for`); 5% random actions at inference (`explore`);
-- reward: ln((demoted + 1) / (promoted + 1)) - 1 per node and decision (`reward`);
+- reward, per node and decision: the paper's r = log(demoted_pages / slow_hit) as
+  ln((demoted + 1) / (slow_hit + 1)) (`reward_paper`, the default), or the public
+  code's ln((demoted + 1) / (promoted + 1)) - 1 (`reward`); policy.py says what each
+  decision is credited with;
 - PPO (Schulman et al. 2017) with the paper's settings: actor and critic of two hidden
   layers, 16 and 32 units (tanh), lr 0.01 (Adam), gamma 0.9, GAE lambda 1.0, clip 0.3,
   an experience buffer of 4 decisions (one update every 4), online learning.
@@ -24,6 +27,7 @@ import numpy as np
 N_STATE = 5
 N_ACTIONS = 3
 ACTIONS = ("q2", "q3", "max")
+REWARDS = ("paper", "public")
 
 
 def state_of(ages) -> np.ndarray:
@@ -40,8 +44,16 @@ def age_thres_for(action: int, state) -> int:
 
 
 def reward(demoted: int, promoted: int) -> float:
-    """ln((demoted + 1) / (promoted + 1)) - 1: demote much, but not what comes back."""
+    """The public code's ln((demoted + 1) / (promoted + 1)) - 1: demote much, but not
+    what comes back."""
     return float(np.log((demoted + 1.0) / (promoted + 1.0)) - 1.0)
+
+
+def reward_paper(demoted: int, slow_hit: int) -> float:
+    """The paper's r(t) = log(demoted_pages(t) / slow_hit(t)) (slides, "RL: Design"),
+    with +1 on both sides so that a decision that demoted nothing, or whose pages were
+    never seen accessed below, gets a finite reward: demote much that stays cold."""
+    return float(np.log((demoted + 1.0) / (slow_hit + 1.0)))
 
 
 class MLP:

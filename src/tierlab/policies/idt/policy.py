@@ -1,26 +1,55 @@
 """`idt` and its ablations: IDT's demotion, ARP/PRP promotion and misplaced-region
 promotion (HPDC'24; ALGORITHMS.md "IDT"), on IDT's region monitor or plain DAMON.
 
-Every aggregation interval (1 s), in this order:
+Every **sampling interval** (10 ms; IDT's public code promotes in its sampling path), on
+IDT's monitor (`idt-regions`, `subscribe_sample`):
 
-1. **Rewards.** Each node's previous decision gets ln((demoted + 1) / (promoted + 1)) - 1,
-   demoted = pages IDT demoted from it since, promoted = ARP promotions of regions it
-   had demoted (`agent.reward`).
+- **ARP**: a region IDT demoted that is seen accessed in this interval (either sampled
+  page) is promoted whole to the top node if that keeps the top node's free memory >=
+  `accept_free` (1%, the critical watermark's check), and charged to the decision that
+  demoted it; then **PRP** promotes its nearest neighbour (k = 1) among regions on lower
+  nodes within `prp_window` (1 GiB) of address, if the distance is under `prp_thres`.
+  Distance (the slides: "Normalized(vaddr distance) + Normalized(access_history
+  distance)") = address gap / prp_window + Hamming(histories) / history bits: each term
+  in [0, 1], the sum in [0, 2]; `prp_thres` (default 0.25) is on that same scale: a
+  neighbour a quarter window away with the same history, or adjacent with a quarter of
+  its history bits different. `prp_rule=fixed` (the default) keeps the threshold;
+  `prp_rule=public` is the public code's rule: it starts at `prp_thres` and tightens to
+  each accepted distance for the rest of the run.
+- slow hits: every accessed region on a lower node that a decision demoted adds its
+  pages to that decision's `slow_hit` (the accesses served by lower tiers as IDT sees
+  them: intervals seen accessed x region pages).
+
+On plain DAMON (`idt-damon`) no sample is seen, and ARP runs once per aggregation on
+nr_accesses > 0 instead.
+
+Every **aggregation interval** (1 s), in this order:
+
+1. **PRP accuracy**: a PRP promotion made before this aggregation began counts as a hit
+   if a region overlapping it was seen accessed in this aggregation, else a miss.
 2. **Demotion**, for every node with a lower node, top of the path first: on when free
-   <= demote_wmark (10%), aggressive when free <= critical_wmark (1%). Access threshold
-   = min nr_accesses of the node's regions, (min + max) / 2 when aggressive; eligible
-   regions have nr_accesses <= threshold; the agent sees (min, q1, q2, q3, max) of
-   their ages and picks age_thres = q2, q3 or max; regions with age >= age_thres (every
-   eligible one when aggressive) are demoted whole, oldest and coldest first, to the
-   first node down the path with free >= 1% after the move. An aggressive node that
-   demoted nothing demotes its coldest regions regardless of age.
-3. **ARP**: a region IDT demoted that is seen accessed (nr_accesses > 0) is promoted
-   whole to the top node if it keeps free >= 1%, and charged to the node that demoted
-   it; then **PRP**: among regions within `prp_window` (1 GiB) of address on a lower
-   node, the nearest by |address gap| / window + Hamming(history) / bits is promoted
-   too if its distance is under the threshold, which starts at 5 and tightens to each
-   accepted distance (for the whole run, the literal rule; `prp_reset=aggregation`
-   starts every aggregation from 5 again, an option the paper does not describe).
+   <= demote_wmark (10%), aggressive when free < critical_wmark (1%, strict: the backup
+   slide "Aggressive Demotion"). Normal: eligible regions have nr_accesses <= min of
+   the node's regions and age >= age_thres. Aggressive (`aggressive=paper`, the
+   slide): nr_accesses < (min + max) / 2 (strict) and age >= age_thres;
+   `aggressive=public` (the earlier rule here): nr_accesses <= (min + max) // 2, age
+   ignored. The slide writes age > age_thres (`age_cmp=gt`); as age_thres is itself
+   one of the eligible ages (q2, q3 or max), the strict test demotes nothing whenever
+   those ages are equal, which is the usual state of idle regions (DAMON's age rule
+   ages them in lockstep: on `gups:hotset` every pass of the first minutes), so
+   `age_cmp=ge` is the default: q2 demotes the older half, max the oldest. The agent sees (min, q1, q2, q3, max) of the ages of the regions at or
+   below the access threshold and picks age_thres = q2, q3 or max. Chosen regions are
+   demoted whole, coldest then oldest first, to the first node down the path with free
+   >= 1% after the move. An aggressive node that demoted nothing demotes its coldest
+   regions regardless of age until free is back at demote_wmark.
+3. **Rewards**: before a node's new decision, its previous one gets (`reward=paper`,
+   the slides' r(t) = log(demoted_pages(t) / slow_hit(t))) ln((demoted + 1) /
+   (slow_hit + 1)), the +1s guarding log 0; or (`reward=public`) ln((demoted + 1) /
+   (promoted + 1)) - 1, promoted = ARP-promoted pages. Either way each decision is
+   credited with its own consequences only: the pages it demoted, and the slow hits and
+   promotions of exactly those pages until the node's next decision (pages carry the
+   demoting node and decision). `gamma` is the agent's discount (0.9; the paper reports
+   gamma > 0 above gamma = 0).
 4. **Misplaced regions** (on a lower node, accessed, not demoted by IDT: allocated
    there, or demoted by kswapd) go to the highest node with room.
 
@@ -28,11 +57,9 @@ Moved regions get age and nr_accesses reset (the monitor's `reset_after_move`).
 
 Assumptions (the paper and ALGORITHMS.md are silent): a region's node is the node of its
 middle page (IDT's monitor keeps regions single-node; plain DAMON may not, and then the
-whole region moves); which pages IDT demoted is kept as a byte per page (the node that
-demoted it + 1), so ARP survives merges and splits; the demote-all fallback stops once
-free is back at demote_wmark; with plain DAMON (no history) PRP uses the address gap
-alone; on plain DAMON the history-based distance is absent (the policy does not read
-the monitor's measurement-only history).
+whole region moves); which pages IDT demoted, and in which decision, is kept as two
+bytes per page, so ARP and the rewards survive merges and splits; with plain DAMON (no
+history) PRP uses the address gap alone.
 """
 from __future__ import annotations
 
@@ -44,9 +71,10 @@ from ...engine.memory import UNALLOC
 from ...errors import TierlabError
 from ...monitors.base import MONITORS
 from ...monitors.damon import hamming
+from ...monitors.idt_regions import HISTORY_RULES
 from ...units import parse_size
 from ..base import POLICIES, Policy
-from .agent import ACTIONS, PPOAgent, age_thres_for, reward, state_of
+from .agent import ACTIONS, REWARDS, PPOAgent, age_thres_for, reward, reward_paper, state_of
 
 
 #: the agent pre-trained by scripts/pretrain_idt.py on GUPS uniform / hot set / moving
@@ -61,6 +89,24 @@ def range_pages(starts, ends) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     offs = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
     return np.arange(int(lens.sum()), dtype=np.int64) + offs
+
+
+def _choice(v, what: str, valid) -> str:
+    v = str(v).strip().lower()
+    if v not in valid:
+        raise TierlabError(f"bad idt {what} {v!r}; valid: {', '.join(valid)}")
+    return v
+
+
+def _number(v, what: str, lo: float, hi: float) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise TierlabError(f"bad idt {what} {v!r}: expected a number in [{lo}, {hi}]") \
+            from None
+    if not lo <= x <= hi:
+        raise TierlabError(f"bad idt {what} {v!r}: must be in [{lo}, {hi}]")
+    return x
 
 
 def _fraction(v, what: str) -> float:
@@ -83,9 +129,9 @@ class IDT(Policy):
     fixed_action: int | None = None  #: None: the agent decides
     #: what each `--explain` line holds: per node its free share, whether aggressive,
     #: the access threshold, the agent's state, action, age_thres, eligible regions,
-    #: pages and regions demoted, and the reward of its previous decision; then the
-    #: regions ARP promoted and the PRP threshold
-    explain_fields = ("t", "nodes", "arp_promoted", "prp_thres")
+    #: pages and regions demoted, and the reward of its previous decision with its
+    #: parts; then the regions ARP and PRP promoted since the last line
+    explain_fields = ("t", "nodes", "arp_promoted", "prp_promoted", "prp_thres")
     default_monitor = "idt-regions"
     #: a callable returning the object that decides (act / give_reward / pending /
     #: updates, as PPOAgent); None: IDT's own PPO agent
@@ -95,16 +141,19 @@ class IDT(Policy):
 
     def __init__(self, monitor=None, demote_wmark="10%", critical_wmark="1%",
                  accept_free="1%", age_thres=None, prp=None, prp_window="1GiB",
-                 prp_thres=5.0, prp_reset="never", weights="shipped", learn="on",
-                 explore=0.05, seed=0, explain=None):
+                 prp_thres=0.25, prp_rule="fixed", aggressive="paper", reward="paper",
+                 gamma=0.9, age_cmp="ge", sample="10ms", aggr="1s", history="sample",
+                 weights="shipped", learn="on", explore=0.05, seed=0, explain=None):
         prp = self.default_prp if prp is None else prp
         age_thres = self.default_age_thres if age_thres is None else age_thres
         super().__init__(monitor=monitor, demote_wmark=demote_wmark,
                          critical_wmark=critical_wmark, accept_free=accept_free,
                          age_thres=age_thres, prp=prp, prp_window=prp_window,
-                         prp_thres=prp_thres, prp_reset=prp_reset, weights=weights,
-                         learn=learn,
-                         explore=explore, seed=seed)
+                         prp_thres=prp_thres, prp_rule=prp_rule, aggressive=aggressive,
+                         reward=reward, gamma=gamma, age_cmp=age_cmp, sample=sample,
+                         aggr=aggr,
+                         history=history, weights=weights, learn=learn, explore=explore,
+                         seed=seed)
         self.monitor_name = monitor or self.default_monitor
         self.demote_wmark = _fraction(demote_wmark, "demote_wmark")
         self.critical_wmark = _fraction(critical_wmark, "critical_wmark")
@@ -115,10 +164,14 @@ class IDT(Policy):
         self.fixed_age_thres = None if age_thres in (None, "") else int(age_thres)
         self.use_prp = str(prp).lower() not in ("0", "off", "no", "false")
         self.prp_window_bytes = parse_size(prp_window, "idt prp_window")
-        self.prp_thres0 = float(prp_thres)
-        if prp_reset not in ("never", "aggregation"):
-            raise TierlabError(f"idt prp_reset {prp_reset!r}: valid: never, aggregation")
-        self.prp_reset = prp_reset
+        self.prp_thres0 = _number(prp_thres, "prp_thres", 0.0, 2.0)
+        self.prp_rule = _choice(prp_rule, "prp_rule", ("fixed", "public"))
+        self.aggressive = _choice(aggressive, "aggressive", ("paper", "public"))
+        self.reward_rule = _choice(reward, "reward", REWARDS)
+        self.gamma = _number(gamma, "gamma", 0.0, 1.0)
+        self.age_cmp = _choice(age_cmp, "age_cmp", ("ge", "gt"))
+        self.sample, self.aggr = sample, aggr
+        self.history = _choice(history, "history", HISTORY_RULES)
         self.weights = weights
         self.learn = str(learn).lower() not in ("0", "off", "no", "false")
         self.explore = float(explore)
@@ -142,20 +195,27 @@ class IDT(Policy):
             name = "damon"
         if name == "damon":
             # IDT's intervals and region limits on the plain DAMON monitor (idt-damon)
-            return MONITORS.create("damon", sample="10ms", aggr="1s",
+            return MONITORS.create("damon", sample=self.sample, aggr=self.aggr,
                                    min_nr_regions=1000, max_nr_regions=10000,
                                    name="idt-damon")
-        return MONITORS.create(self.monitor_name)
+        if name == "idt-regions":
+            return MONITORS.create("idt-regions", sample=self.sample, aggr=self.aggr,
+                                   history=self.history)
+        return MONITORS.create(name)
 
     def attach(self, sim):
         super().attach(sim)
         self.monitor = self._make_monitor(sim)
         self.monitor.attach(sim)
         self.monitor.subscribe(self._on_aggregation)
+        self.arp_per_sample = hasattr(self.monitor, "subscribe_sample")
+        if self.arp_per_sample:
+            self.monitor.subscribe_sample(self._on_sample)
         if self.agent_factory is not None:  # another agent decides (tierlab.gym)
             self.agent = self.agent_factory()
         else:
-            self.agent = PPOAgent(explore=self.explore, learn=self.learn, seed=self.seed)
+            self.agent = PPOAgent(explore=self.explore, learn=self.learn, seed=self.seed,
+                                  gamma=self.gamma)
         if self.agent_factory is None and self.weights not in (None, "", "none"):
             path = SHIPPED_WEIGHTS if self.weights == "shipped" else Path(self.weights)
             if not path.exists():
@@ -166,13 +226,18 @@ class IDT(Policy):
         mem = sim.mem
         self.path = list(sim.machine.demotion)
         self.top = self.path[0]
+        #: per page: the node that demoted it + 1 (0: IDT did not), and that node's
+        #: decision number (mod 256) that did
         self.demoted_by = np.zeros(mem.npages, dtype=np.uint8)
+        self.demoted_in = np.zeros(mem.npages, dtype=np.uint8)
         self.prp_thres = self.prp_thres0
         self.prp_window = max(int(sim.scaled_bytes(self.prp_window_bytes)) // 4096, 1)
-        self._since = {n: [0, 0] for n in self.path}  # node -> [demoted, promoted]
-        self._prp_events = np.zeros((0, 2), dtype=np.int64)
+        self._decision = {n: 0 for n in self.path}  # node -> its decision number
+        self._cons = {}  # (node, decision mod 256) -> [demoted, slow_hit, promoted]
+        self._prp_events = np.zeros((0, 3))  # start, end, time promoted
+        self._arp_log, self._prp_log = [], []
         self.counts = dict(demoted=0, arp=0, prp=0, prp_hits=0, prp_resolved=0,
-                           misplaced=0, decisions=0, fallback=0)
+                           misplaced=0, decisions=0, fallback=0, slow_hit=0)
         self.actions = np.zeros(len(ACTIONS), dtype=np.int64)
 
     # -- helpers -------------------------------------------------------------------
@@ -208,6 +273,32 @@ class IDT(Policy):
     def _history(self, regs):
         return getattr(regs, "history", None)
 
+    def _consequence(self, by, dec, k: int, amount) -> None:
+        """Add `amount` (pages) to part k (0 demoted, 1 slow_hit, 2 promoted) of the
+        decisions (node by - 1, number dec) still awaiting their reward."""
+        for b, d, x in zip(np.asarray(by).tolist(), np.asarray(dec).tolist(),
+                           np.asarray(amount).tolist()):
+            c = self._cons.get((b - 1, d))
+            if c is not None:
+                c[k] += x
+
+    # -- every sampling interval (IDT's monitor) -----------------------------------
+    def _on_sample(self, mon, now: float, acc) -> None:
+        regs = mon.regions
+        mid = (regs.start + regs.end - 1) // 2
+        node = self.sim.mem.node[mid]
+        seen = np.flatnonzero(acc & (node != self.top) & (node != UNALLOC))
+        if seen.size == 0:
+            return
+        by = self.demoted_by[mid[seen]]
+        mine = by > 0
+        if mine.any():
+            j = seen[mine]
+            size = regs.end[j] - regs.start[j]
+            self.counts["slow_hit"] += int(size.sum())
+            self._consequence(by[mine], self.demoted_in[mid[j]], 1, size)
+            self._arp(j, regs, node.astype(np.int64))
+
     # -- every aggregation -------------------------------------------------------
     def _on_aggregation(self, mon, now: float) -> None:
         regs = mon.regions
@@ -219,9 +310,13 @@ class IDT(Policy):
         nr = np.asarray(regs.nr_accesses, dtype=np.int64)
         age = np.asarray(regs.age, dtype=np.int64)
         entry = {"t": float(now), "nodes": {}} if self.explain is not None else None
-        if self.prp_reset == "aggregation":
-            self.prp_thres = self.prp_thres0
-        self._resolve_prp(regs, nr)
+        self._resolve_prp(regs, nr, now - mon.aggr_interval)
+        if not self.arp_per_sample:  # plain DAMON: slow hits seen per aggregation
+            lower = (node != self.top) & (node != UNALLOC) & (nr > 0)
+            j = np.flatnonzero(lower & (self.demoted_by[mid] > 0))
+            pages = (regs.end[j] - regs.start[j]) * nr[j]
+            self.counts["slow_hit"] += int(pages.sum())
+            self._consequence(self.demoted_by[mid[j]], self.demoted_in[mid[j]], 1, pages)
         demoted = [self._demote_node(n, regs, node, nr, age, entry) for n in self.path[:-1]]
         node = mem.node[mid].astype(np.int64)  # after demotion
         # IDT zeroes nr_accesses of a migrated region: one demoted in this pass has not
@@ -229,11 +324,28 @@ class IDT(Policy):
         # the accesses it had on the upper node
         nr = nr.copy()
         nr[np.concatenate(demoted)] = 0
-        self._promote(regs, node, nr, entry)
+        lower = (node != self.top) & (node != UNALLOC) & (nr > 0)
+        cand = np.flatnonzero(lower)
+        by = self.demoted_by[mid[cand]]
+        if not self.arp_per_sample:
+            arp = cand[by > 0]
+            self._arp(arp[np.argsort(-nr[arp], kind="stable")], regs, node)
+            node = mem.node[mid].astype(np.int64)
+        mis = cand[(by == 0) & (node[cand] != self.top)]
+        self._misplaced(mis[np.argsort(-nr[mis], kind="stable")], regs, node)
         if entry is not None:
+            entry["arp_promoted"] = self._arp_log[:50]
+            entry["prp_promoted"] = self._prp_log[:50]
+            entry["prp_thres"] = self.prp_thres
             self.log.append(entry)
             if callable(self.explain):
                 self.explain(entry)
+        self._arp_log, self._prp_log = [], []
+
+    def _reward(self, c) -> float:
+        demoted, slow_hit, promoted = c
+        return reward(demoted, promoted) if self.reward_rule == "public" else \
+            reward_paper(demoted, slow_hit)
 
     def _demote_node(self, n, regs, node, nr, age, entry) -> np.ndarray:
         """One demotion pass over node n (ALGORITHMS.md, IDT "Demotion"); returns the
@@ -241,19 +353,30 @@ class IDT(Policy):
         mem = self.sim.mem
         free = self._free_frac(n)
         on = free <= self.demote_wmark
-        aggressive = free <= self.critical_wmark
+        aggressive = free < self.critical_wmark
         mine = np.flatnonzero((node == n) & (node != UNALLOC))
-        dem, pro = self._since[n]
+        key = (n, self._decision[n] % 256)
         if n in self.agent.pending:
-            self.agent.give_reward(n, reward(dem, pro), self._state(mine, nr, age)[0])
+            c = self._cons.pop(key, [0, 0, 0])
+            r = self._reward(c)
+            self.agent.give_reward(n, r, self._state(mine, nr, age)[0])
             if entry is not None:
-                entry["nodes"].setdefault(n, {})["reward"] = reward(dem, pro)
-        self._since[n] = [0, 0]
+                entry["nodes"].setdefault(n, {}).update(
+                    reward=r, reward_parts=dict(zip(("demoted", "slow_hit", "promoted"),
+                                                    (int(x) for x in c))))
+        self._cons.pop(key, None)
         if not on or mine.size == 0:
             return np.zeros(0, dtype=np.int64)
+        self._decision[n] += 1
+        self._cons[(n, self._decision[n] % 256)] = [0, 0, 0]
         lo, hi = int(nr[mine].min()), int(nr[mine].max())
-        thres = (lo + hi) // 2 if aggressive else lo
-        state, elig = self._state(mine, nr, age, thres)
+        if not aggressive:
+            thres, strict = lo, False
+        elif self.aggressive == "paper":
+            thres, strict = (lo + hi) / 2, True
+        else:
+            thres, strict = (lo + hi) // 2, False
+        state, elig = self._state(mine, nr, age, thres, strict)
         action = self.fixed_action
         if self.fixed_age_thres is not None:
             age_thres = self.fixed_age_thres
@@ -263,7 +386,12 @@ class IDT(Policy):
             age_thres = age_thres_for(action, state)
             self.actions[action] += 1
         self.counts["decisions"] += 1
-        pick = elig if aggressive else elig[age[elig] >= age_thres]
+        if aggressive and self.aggressive == "public":
+            pick = elig
+        elif self.age_cmp == "gt":
+            pick = elig[age[elig] > age_thres]
+        else:
+            pick = elig[age[elig] >= age_thres]
         order = np.lexsort((-age[pick], nr[pick]))  # coldest, then oldest, first
         moved, done = self._demote(pick[order], regs, n)
         if aggressive and moved == 0:
@@ -283,12 +411,12 @@ class IDT(Policy):
                                  for j in done[:50]])
         return done
 
-    def _state(self, mine, nr, age, thres=None):
+    def _state(self, mine, nr, age, thres=None, strict=False):
         if mine.size == 0:
             return state_of([]), mine
         if thres is None:
             thres = int(nr[mine].min())
-        elig = mine[nr[mine] <= thres]
+        elig = mine[nr[mine] < thres] if strict else mine[nr[mine] <= thres]
         return state_of(age[elig]), elig
 
     def _demote(self, idx, regs, n):
@@ -300,54 +428,70 @@ class IDT(Policy):
                 break
             moved, done = self._move(idx, regs, dst, "idt-demote")
             if done.size:
-                self.demoted_by[range_pages(regs.start[done], regs.end[done])] = n + 1
+                pages = range_pages(regs.start[done], regs.end[done])
+                self.demoted_by[pages] = n + 1
+                self.demoted_in[pages] = self._decision[n] % 256
                 all_done.append(done)
                 idx = idx[~np.isin(idx, done)]
             moved_total += moved
-        self._since[n][0] += moved_total
+        c = self._cons.get((n, self._decision[n] % 256))
+        if c is not None:
+            c[0] += moved_total
         self.counts["demoted"] += moved_total
         done = np.concatenate(all_done) if all_done else np.zeros(0, dtype=np.int64)
         return moved_total, done
 
-    def _promote(self, regs, node, nr, entry) -> None:
-        lower = (node != self.top) & (node != UNALLOC) & (nr > 0)
-        cand = np.flatnonzero(lower)
-        if cand.size == 0:
-            return
-        by = self.demoted_by[(regs.start[cand] + regs.end[cand] - 1) // 2]
-        arp = cand[by > 0]
-        order = np.argsort(-nr[arp], kind="stable")
-        arp, by_arp = arp[order], by[by > 0][order]
-        promoted = []
-        for j, b in zip(arp, by_arp):
-            if self._room(self.top) < regs.end[j] - regs.start[j]:
+    def _arp(self, arp, regs, node) -> None:
+        """ARP: promote regions `arp` (IDT demoted them; now seen accessed) whole to the
+        top node while it keeps free >= accept_free, charging each to the decision that
+        demoted it; PRP after each."""
+        for j in np.asarray(arp, dtype=np.int64).tolist():
+            size = int(regs.end[j] - regs.start[j])
+            if self._room(self.top) < size:
                 break
+            m = int((regs.start[j] + regs.end[j] - 1) // 2)
+            by, dec = int(self.demoted_by[m]), int(self.demoted_in[m])
             got, _ = self._move([j], regs, self.top, "idt-arp")
             if got == 0:
                 continue
             self.demoted_by[regs.start[j]:regs.end[j]] = 0
-            self._since[int(b) - 1][1] += got
+            self._consequence([by], [dec], 2, [got])
             self.counts["arp"] += 1
-            promoted.append([int(regs.start[j]), int(regs.end[j])])
+            self._arp_log.append([int(regs.start[j]), int(regs.end[j])])
+            node[j] = self.top
             if self.use_prp:
                 self._prp(j, regs, node)
-        mis = cand[by == 0]
-        mis = mis[np.argsort(-nr[mis], kind="stable")]
+
+    def _misplaced(self, mis, regs, node) -> None:
+        """Misplaced regions, most accessed first, each to the highest node above it
+        with room (stops once no node above the slow tiers has room for the smallest)."""
         room = {d: self._room(d) for d in self.path}  # kept up to date below
-        for j in mis:
-            size = int(regs.end[j] - regs.start[j])
+        sizes = regs.end[mis] - regs.start[mis]
+        smallest = int(sizes.min()) if sizes.size else 0
+        for j, size in zip(mis.tolist(), sizes.tolist()):
+            if max(room[d] for d in self.path[:-1]) < smallest:
+                break
             above = self.path[: self.path.index(int(node[j]))]
-            if max(room[d] for d in above) < size:
+            dst = next((d for d in above if room[d] >= size), None)
+            if dst is None:
                 continue
-            dst = next(d for d in above if room[d] >= size)
             got = self._move([j], regs, dst, "idt-misplaced")[0]
             if got:
                 self.counts["misplaced"] += 1
                 room[dst] = self._room(dst)
                 room[int(node[j])] = self._room(int(node[j]))
-        if entry is not None:
-            entry["arp_promoted"] = promoted[:50]
-            entry["prp_thres"] = self.prp_thres
+
+    def prp_distance(self, j, near, regs) -> np.ndarray:
+        """PRP's distance of regions `near` to region j, in [0, 2]: address gap /
+        prp_window + Hamming(histories) / history bits (the history term is absent
+        without a history, on plain DAMON)."""
+        gap = np.maximum(regs.start[near] - regs.end[j], regs.start[j] - regs.end[near])
+        d = np.minimum(np.maximum(gap, 0) / self.prp_window, 1.0)
+        hist = self._history(regs)
+        if hist is not None:
+            bits = getattr(self.monitor, "history_bits", 64)
+            d = d + hamming(hist[near], hist[j]) / bits
+        return d
 
     def _prp(self, j, regs, node) -> None:
         """PRP: 1-NN of region j among lower-node regions within the window."""
@@ -356,16 +500,9 @@ class IDT(Policy):
         hi = np.searchsorted(regs.start, regs.end[j] + w, side="left")
         near = np.arange(lo, hi)
         near = near[(near != j) & (node[near] != self.top) & (node[near] != UNALLOC)]
-        near = near[self.sim.mem.node[(regs.start[near] + regs.end[near] - 1) // 2]
-                    != self.top]
         if near.size == 0:
             return
-        gap = np.maximum(regs.start[near] - regs.end[j], regs.start[j] - regs.end[near])
-        d = np.maximum(gap, 0) / w
-        hist = self._history(regs)
-        if hist is not None:
-            bits = getattr(self.monitor, "history_bits", 64)
-            d = d + hamming(hist[near], hist[j]) / bits
+        d = self.prp_distance(j, near, regs)
         k = int(np.argmin(d))
         if d[k] >= self.prp_thres:
             return
@@ -373,30 +510,35 @@ class IDT(Policy):
         if self._room(self.top) < regs.end[c] - regs.start[c]:
             return
         if self._move([c], regs, self.top, "idt-prp")[0]:
-            self.prp_thres = float(d[k])
+            node[c] = self.top
+            if self.prp_rule == "public":
+                self.prp_thres = float(d[k])
             self.demoted_by[regs.start[c]:regs.end[c]] = 0
             self.counts["prp"] += 1
-            ev = np.array([[regs.start[c], regs.end[c]]], dtype=np.int64)
+            self._prp_log.append([int(regs.start[c]), int(regs.end[c])])
+            ev = np.array([[regs.start[c], regs.end[c], self.sim.now]])
             self._prp_events = np.concatenate((self._prp_events, ev))
 
-    def _resolve_prp(self, regs, nr) -> None:
-        """PRP accuracy: a PRP-promoted range counts as a hit once any region overlapping
-        it is seen accessed (checked from the next aggregation on)."""
+    def _resolve_prp(self, regs, nr, began: float) -> None:
+        """PRP accuracy: a PRP promotion made before this aggregation `began` is a hit if
+        a region overlapping it was seen accessed in this aggregation, else a miss."""
         ev = self._prp_events
-        if ev.shape[0] == 0:
+        due = ev[:, 2] <= began + 1e-9
+        if not due.any():
             return
         acc = np.concatenate(([0], np.cumsum(nr > 0)))
-        lo = np.searchsorted(regs.end, ev[:, 0], side="right")
-        hi = np.searchsorted(regs.start, ev[:, 1], side="left")
+        lo = np.searchsorted(regs.end, ev[due, 0], side="right")
+        hi = np.searchsorted(regs.start, ev[due, 1], side="left")
         hit = acc[hi] - acc[lo] > 0
         self.counts["prp_hits"] += int(hit.sum())
-        self.counts["prp_resolved"] += int(hit.sum())
-        self._prp_events = ev[~hit]
+        self.counts["prp_resolved"] += int(due.sum())
+        self._prp_events = ev[~due]
 
     def stats(self) -> dict:
         c = dict(self.counts)
         c["prp_unresolved"] = int(self._prp_events.shape[0])
-        c["prp_accuracy"] = (c["prp_hits"] / c["prp"]) if c["prp"] else None
+        c["prp_accuracy"] = (c["prp_hits"] / c["prp_resolved"]) if c["prp_resolved"] \
+            else None
         c["actions"] = {a: int(k) for a, k in zip(ACTIONS, self.actions)}
         c["agent_updates"] = int(self.agent.updates)
         if hasattr(self.monitor, "stats"):
