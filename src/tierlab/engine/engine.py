@@ -6,9 +6,10 @@ faults, monitoring CPU) and records metrics. Between two events throughput is co
 so time advances analytically from event to event (workload changes keyed by work or
 time, component timers, metric samples, the end of the work).
 
-`Simulation` is also the backend interface policies see (keep it narrow): `now`,
-`machine`, `free(node)`, `node_of(pages)`, `migrate(pages, dst)`, `reclaim`, `every`,
-`charge_cpu`, `stall`, `rng_for`, `monitors`.
+Policies do not get the `Simulation` itself but its `PolicyView` (keep it narrow):
+`now`, `machine`, `free(node)`, `node_of(pages)`, `migrate(pages, dst)`, `reclaim`,
+`every`, `charge_cpu`, `stall`, `rng_for`, `monitors`, ... (`PolicyView.FORWARDED`);
+the workload's truth (`timeline`, `source`, `workload`, `true_field`) stays behind it.
 """
 from __future__ import annotations
 
@@ -116,6 +117,96 @@ class PolicyBackend:
         return self.migrate(np.arange(start, end, dtype=np.int64), dst, sync, reason)
 
 
+class TrueRatesError(RuntimeError):
+    """A policy reached for the workload's truth (DESIGN.md, "Monitor": a policy never
+    reads the workload's true rates; only the oracle declares `uses_true_rates`)."""
+
+
+class PolicyView:
+    """What a placement or allocation policy gets instead of the `Simulation`: the
+    backend interface of DESIGN.md ("time, nodes and their free space, monitors,
+    migrate, schedule"), forwarded to the simulation, and nothing that holds the
+    workload's truth.
+
+    Why a view and not checks on the `Simulation`: the engine and the monitors must keep
+    reading the truth (monitors model the hardware: accessed bits, PEBS, hint faults,
+    all drawn from `sim.source`), and they are handed the same object the policy holds
+    (`self.monitor.attach(sim)` inside `Policy.attach`). A check on `Simulation` would
+    have to guess who is asking (stack inspection: slow and fragile); a separate object
+    says it by construction, costs one `__getattr__` per policy access (per timer
+    tick, not per page) and needs no change in any policy that stays within the
+    interface. Monitors get the simulation back from the view (`monitors.base.
+    backend_of`: `Monitor.attach` and every subclass's `attach` unwrap it), and so do
+    other hardware models that live beside their policy (`tiering08.NumaScanner`).
+
+    - `FORWARDED`: the interface, read through to the simulation (so `now`, `work`,
+      the versions are always current); methods are the simulation's bound methods.
+    - `TRUTH` (`timeline`, `source`, `workload`, `true_field`, and `teleport`, a
+      free placement only an upper bound may use): `TrueRatesError` unless the policy
+      declares `uses_true_rates` (the oracle). The application's thread count, the one
+      fact policies took from the workload, is `app_threads`.
+    - anything else: AttributeError naming the interface (so `getattr(sim, "real",
+      False)` and the like still work: the simulator is not the real backend).
+    The view is read-only. It is a guard against a policy reading the truth by
+    mistake, not a sandbox: Python cannot stop deliberate digging (`sim.lru.sim`, a
+    monitor's `sim`); tests/test_policy_guard.py also catches such reads from policy
+    code in every registered policy. The Linux backend (`linux.backend.LinuxSim`) has
+    no truth to hide and is handed to policies directly.
+    """
+
+    FORWARDED = frozenset((
+        # state
+        "now", "work", "machine", "mem", "seed", "scale", "threads", "app_threads",
+        "nnodes", "monitors", "stats", "field_version", "alloc_version",
+        # mechanisms the kernel gives a tiering policy: LRU lists, PTE accessed bits,
+        # the physical frames of a DRAM cache (memory mode)
+        "lru", "bits", "cache",
+        # actions and scheduling
+        "free", "capacity", "node_of", "rng_for", "scaled_bytes", "migrate",
+        "migrate_range", "exchange", "reclaim", "every", "charge_cpu", "stall",
+        # allocation policies place first touches with it
+        "_place_upto",
+        # the Linux backend's (absent here: AttributeError, as getattr expects)
+        "real", "kernel", "note",
+    ))
+    TRUTH = frozenset(("timeline", "source", "workload", "true_field", "teleport"))
+
+    __slots__ = ("_guarded_backend", "_trusted", "_owner")
+
+    def __init__(self, backend, owner=None, trusted: bool = False):
+        object.__setattr__(self, "_guarded_backend", backend)
+        object.__setattr__(self, "_trusted", bool(trusted))
+        name = getattr(owner, "registered_name", None) or type(owner).__name__
+        object.__setattr__(self, "_owner", name if owner is not None else "policy")
+
+    def __getattr__(self, name: str):
+        if name in PolicyView.__slots__ or name.startswith("__"):
+            raise AttributeError(name)  # an unset slot (copy, pickle): no recursion
+        if name in PolicyView.FORWARDED or (self._trusted and name in PolicyView.TRUTH):
+            return getattr(self._guarded_backend, name)
+        if name in PolicyView.TRUTH:
+            hint = {"workload": "; the application's thread count is sim.app_threads",
+                    "teleport": "; move pages with sim.migrate or sim.exchange"}
+            raise TrueRatesError(
+                f"{self._owner} read sim.{name}: a policy sees monitor observations "
+                f"only, never the workload's true rates (only a policy declaring "
+                f"uses_true_rates = True, the oracle, may); observe accesses through a "
+                f"monitor (tierlab.monitors){hint.get(name, '')}")
+        raise AttributeError(
+            f"sim.{name} is not part of the backend interface policies see; it has: "
+            f"{', '.join(sorted(PolicyView.FORWARDED))}")
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"the policy's view of the simulation is read-only "
+                             f"(sim.{name} = ...)")
+
+    def __dir__(self):
+        return sorted(PolicyView.FORWARDED | (PolicyView.TRUTH if self._trusted else set()))
+
+    def __repr__(self) -> str:
+        return f"<PolicyView of {self._guarded_backend!r} for {self._owner}>"
+
+
 class Simulation(PolicyBackend):
     """One run of one workload on one machine under one policy and allocation policy."""
 
@@ -137,6 +228,8 @@ class Simulation(PolicyBackend):
         #: `scaled_bytes`.
         self.scale = float(scale)
         self.threads = workload.threads * self.scale
+        #: the application's own thread count (not x scale), as /proc shows it
+        self.app_threads = workload.threads
         k = machine.nnodes
         if workload.footprint_pages > machine.capacity_pages:
             raise TierlabError(
@@ -187,6 +280,11 @@ class Simulation(PolicyBackend):
         self._x = 0.0
         self._x_dirty = True
         self.wall_seconds = 0.0
+        #: what the policy and the allocation policy are handed (`PolicyView`); only a
+        #: policy declaring `uses_true_rates` (the oracle) sees the truth through it
+        self.policy_view = PolicyView(self, policy,
+                                      trusted=getattr(policy, "uses_true_rates", False))
+        self.alloc_view = PolicyView(self, alloc)
 
     # ------------------------------------------------------------------ backend API
     @property
@@ -415,7 +513,7 @@ class Simulation(PolicyBackend):
                 s, e = int(s), int(e)
                 if np.any(self.mem.node[s:e] != UNALLOC):
                     raise RuntimeError(f"workload allocated pages [{s},{e}) twice")
-                self.alloc.place(self, s, e)
+                self.alloc.place(self.alloc_view, s, e)
             self.alloc_version += 1
         if ch.field is not None or ch.free is not None:
             k = self.machine.nnodes
@@ -487,7 +585,7 @@ class Simulation(PolicyBackend):
         first = next(changes, None)
         if first is None or first.at != 0:
             raise RuntimeError(f"workload {w.name} must start with a change at work 0")
-        self.policy.attach(self)
+        self.policy.attach(self.policy_view)
         self._apply_change(first)
         nxt = next(changes, None)
         nxt_t = next(timed, None)

@@ -235,6 +235,7 @@ class LinuxSim(PolicyBackend):
         self._timers: list = []
         self._seq = 0
         self.threads = 1.0
+        self.app_threads = 1  #: `Simulation.app_threads` (the application's threads)
         self._damons: list = []
         self.notes: list[str] = []
         self.echo = None  #: callable(str) for notes, set by the daemon

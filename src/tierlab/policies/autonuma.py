@@ -241,7 +241,7 @@ class NumaBalancingBase(Policy):
         """(private, shared) of n faults: a fault is private when the faulting thread
         is the page's last one (cpupid_match_pid). Assumption: threads touch pages
         alike, so 1/threads of the faults are private."""
-        th = max(self.sim.workload.threads, 1)  # the real threads, not x scale
+        th = max(self.sim.app_threads, 1)  # the real threads, not x scale
         return n / th, n - n / th
 
     def stats(self):
@@ -291,7 +291,7 @@ class AutoNuma(NumaBalancingBase):
         self.seen = None
 
     def attach(self, sim):
-        if sim.workload.threads <= 1:
+        if sim.app_threads <= 1:
             self.skip = "top"  # target_node: skip PTEs already on the task's node
         super().attach(sim)
         if self.two_fault == "strict":

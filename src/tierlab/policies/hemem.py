@@ -194,7 +194,7 @@ class HeMem(Policy):
         else:
             self.copy_bw = sim.scaled_bytes(self.dma_bw)
             self.page_copy_s = HUGE / self.dma_bw
-        self.app_threads = float(getattr(sim.workload, "threads", 1) or 1)
+        self.app_threads = float(sim.app_threads or 1)
         self.monitor.attach(sim)
         self.monitor.subscribe(self._on_samples)
         sim.every(self.interval, self.tick)

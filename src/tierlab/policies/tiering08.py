@@ -94,6 +94,7 @@ import numpy as np
 
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
+from ..monitors.base import Monitor, backend_of
 from ..monitors.primitives import HintFaults, PTE_CHECK_SECONDS
 from ..units import PAGE, parse_duration, parse_flag, parse_size
 from .base import POLICIES, Policy
@@ -198,8 +199,12 @@ class _Lazy:
         self.lo, self.hi = int(pages[0]), int(pages[-1]) + 1
 
 
-class NumaScanner:
+class NumaScanner(Monitor):
     """A minimal AutoNUMA page-table scanner (task_numa_work) feeding NUMA hint faults.
+
+    A monitor (it models what the MMU and the kernel's fault path see, drawn from the
+    access source), kept beside the policies that use it: it works on the simulation
+    itself (`backend_of`), not on the policy's view of it.
 
     Built on the `HintFaults` primitive, one instance per `group` (1 s) of scan steps,
     so a poll costs O(pages armed recently) instead of O(all armed pages); whether a
@@ -237,6 +242,7 @@ class NumaScanner:
                  poll: float = 0.25, adapt: bool = True, backoff: float = 8.0,
                  on_scan=None, lazy=(), group: float = 1.0,
                  pte_cost: float = PTE_CHECK_SECONDS):
+        sim = backend_of(sim)
         self.sim = sim
         self.rng = sim.rng_for(name)
         self.rng_lazy = sim.rng_for(name + "/lazy")
