@@ -156,9 +156,21 @@ def cmd_reproduce(a) -> int:
     if a.name not in REPRODUCTIONS:
         raise TierlabError(f"unknown reproduction {a.name!r}; valid: "
                            f"{', '.join(REPRODUCTIONS)}")
+    run = REPRODUCTIONS[a.name]
     wls = api.expand_suites(a.workloads)
+    total = None
+    if a.sensitivity:
+        if a.name != "idt":
+            raise TierlabError(f"--sensitivity applies to idt only (the IDT paper's "
+                               f"sensitivity study), not {a.name!r}")
+        from .reports.repro_idt_sensitivity import count_runs, reproduce_idt_sensitivity
+        run = reproduce_idt_sensitivity
+        # the reproduce default (@baselines): the study's four representative workloads
+        wls = None if a.workloads == ["@baselines"] else wls
+        total = count_runs(wls)
     with _progress() as prog:
-        task = prog.add_task(f"reproduce {a.name}", total=None)
+        task = prog.add_task(f"reproduce {a.name}" + (" --sensitivity" if a.sensitivity
+                                                      else ""), total=total)
         count = [0]
 
         def done(job, rec):
@@ -169,7 +181,7 @@ def cmd_reproduce(a) -> int:
                           f"{rec['wall_seconds']:.1f} s", highlight=False, markup=False)
 
         scale = a.scale if a.scale is not None else REPRODUCTION_SCALE[a.name]
-        path = REPRODUCTIONS[a.name](Path(a.out), scale, wls, a.jobs, on_done=done)
+        path = run(Path(a.out), scale, wls, a.jobs, on_done=done)
     out.print(f"wrote {path} (figures and results.json beside it)")
     return 0
 
@@ -363,6 +375,11 @@ def parser() -> argparse.ArgumentParser:
                     help="workload specs or @SUITE (default: @baselines)")
     rp.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="parallel processes (default: all cores)")
+    rp.add_argument("--sensitivity", action="store_true",
+                    help="idt only: the paper's sensitivity study instead of its "
+                    "evaluation: sample x aggregation interval and demote_wmark x "
+                    "critical_wmark grids, normalised to the default cell (default "
+                    "workloads: gups:hotset, ycsb:d, masim:tiering; 72 runs)")
     rp.set_defaults(fn=cmd_reproduce)
 
     te = sub.add_parser("telemetry", help="precision and recall of monitors' hot sets "
