@@ -168,8 +168,8 @@ def test_prp_fires_with_a_fixed_threshold_and_reports_its_accuracy():
     from tierlab import api
     st = {}
     for p in ("idt", "idt:prp_rule=public"):
-        r = api.run(machine="optane-4tier", workload="gups:dynamic", policy=p,
-                    scale=1 / 256)
+        r = api.run(machine="optane-4tier", workload="gups:dynamic,move=30s",
+                    policy=p, scale=1 / 256)
         st[p] = r["policy_stats"]
     paper = st["idt"]
     assert paper["arp"] > 0 and paper["prp"] > 10

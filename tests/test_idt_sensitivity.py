@@ -72,9 +72,9 @@ def test_sub_grid_outputs(tmp_path):
     assert "idt-sensitivity-intervals.png" in text and "idt-sensitivity-wmarks.png" in text
 
 
-def test_default_workloads_are_four_representative_ones():
+def test_default_workloads_are_three_representative_ones():
     assert SENS_WORKLOADS == ["gups:hotset", "ycsb:d", "masim:tiering"]
-    assert count_runs(None) == (16 + 9 - 1) * 4
+    assert count_runs(None) == (16 + 9 - 1) * 3
 
 
 def test_cli_runs_the_full_grid(tmp_path, capsys):
