@@ -128,7 +128,7 @@ class IdtRegions(Damon):
             else np.uint64(0xFFFFFFFFFFFFFFFF)
         z = np.zeros(0, dtype=np.int64)
         self._hist = np.zeros(0, dtype=np.uint64)
-        self._acc, self._dis = z, z  # this aggregation's accessed / disagreeing intervals
+        self._acc = z  # this aggregation's accessed intervals per region
         self._nsamp = 0  # sampling intervals taken in this aggregation
         self._nbits = 0  # valid history bits
         self._snap_hist = self._hist
@@ -141,7 +141,7 @@ class IdtRegions(Damon):
 
     # -- per-region arrays kept aligned with the regions ---------------------------
     def _per_region(self):
-        return ("_nr", "_last", "_age", "_hist", "_acc", "_dis", "_mh")
+        return ("_nr", "_last", "_age", "_hist", "_acc", "_mh")
 
     def _fit(self) -> None:
         """Regions changed under the base class (ops update, set_regions, splits by
@@ -153,7 +153,6 @@ class IdtRegions(Damon):
             self._mh = np.zeros(R, dtype=np.uint64)
         if self._acc.shape[0] != R:
             self._acc = np.zeros(R, dtype=np.int64)
-            self._dis = np.zeros(R, dtype=np.int64)
 
     def _refit(self, old_s, old_e) -> None:
         """After an ops update: carry history over by start address."""
@@ -168,7 +167,6 @@ class IdtRegions(Damon):
             self._hist = np.zeros(R, dtype=np.uint64)
             self._mh = np.zeros(R, dtype=np.uint64)
         self._acc = np.zeros(R, dtype=np.int64)
-        self._dis = np.zeros(R, dtype=np.int64)
 
     @property
     def regions(self) -> IdtRegionSnapshot:
@@ -272,7 +270,6 @@ class IdtRegions(Damon):
         acc = a | b
         dis = a ^ b
         self._acc = self._acc + acc
-        self._dis = self._dis + dis
         self._nsamp += 1
         if self.history == "sample":
             self._hist = ((self._hist << np.uint64(1)) | acc.astype(np.uint64)) & self._mask
@@ -383,7 +380,6 @@ class IdtRegions(Damon):
         self._s, self._e, self._last = s[first], e[lastidx], self._last[first]
         self._hist = h[first]
         self._acc = np.zeros(first.size, dtype=np.int64)
-        self._dis = np.zeros(first.size, dtype=np.int64)
 
     def aggregate(self, nr_accesses, now: float = 0.0) -> None:
         """Age rule, history (`history=aggregation`), IDT merge, subscribers (IDT's
@@ -406,7 +402,6 @@ class IdtRegions(Damon):
         self._snap_hist = self._hist
         R = self.nr_regions
         self._acc = np.zeros(R, dtype=np.int64)
-        self._dis = np.zeros(R, dtype=np.int64)
         self._nsamp = 0
 
     def stats(self) -> dict:
