@@ -181,9 +181,8 @@ class IdleSampler:
         self._pending = None
 
     def _load(self) -> None:
-        """PFNs of the managed pages (/proc/PID/pagemap), and each region's slice of
-        the present pages."""
-        sim, mon = self.sim, self.mon
+        """PFNs of the managed pages (/proc/PID/pagemap)."""
+        sim = self.sim
         used = sim.space.used
         idx = np.flatnonzero(sim.mem.node[:used] != UNALLOC)
         pfn = np.zeros(used, dtype=np.uint64)

@@ -48,6 +48,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import TierlabError
+from ..workloads._common import parse_choice
 from .base import MONITORS, Monitor
 from .damon import UNALLOC, Damon, Regions, _i64, hamming
 
@@ -93,13 +94,6 @@ def window_counts(h: np.ndarray, valid: int, window: int) -> np.ndarray:
                     axis=1).astype(np.int64)
 
 
-def _choice(v, what: str, valid) -> str:
-    v = str(v).strip().lower()
-    if v not in valid:
-        raise TierlabError(f"bad idt-regions {what} {v!r}; valid: {', '.join(valid)}")
-    return v
-
-
 @MONITORS.register("idt-regions")
 class IdtRegions(Damon):
     """IDT's region monitor: two samples per region every sampling interval, per-sample
@@ -121,9 +115,10 @@ class IdtRegions(Damon):
             raise TierlabError(f"bad idt-regions history_bits={history_bits} "
                                f"window={window}: need 1 <= window <= history_bits <= 64")
         self.fisher_alpha = float(fisher_alpha)
-        self.merge_rule = _choice(merge_rule, "merge_rule", ("fisher", "public"))
-        self.history = _choice(history, "history", HISTORY_RULES)
-        self.split_at = _choice(split_at, "split_at", SPLIT_RULES)
+        self.merge_rule = parse_choice(merge_rule, "idt-regions merge_rule",
+                                       ("fisher", "public"))
+        self.history = parse_choice(history, "idt-regions history", HISTORY_RULES)
+        self.split_at = parse_choice(split_at, "idt-regions split_at", SPLIT_RULES)
         self._mask = np.uint64((1 << self.history_bits) - 1) if self.history_bits < 64 \
             else np.uint64(0xFFFFFFFFFFFFFFFF)
         z = np.zeros(0, dtype=np.int64)
@@ -144,15 +139,11 @@ class IdtRegions(Damon):
         return ("_nr", "_last", "_age", "_hist", "_acc", "_mh")
 
     def _fit(self) -> None:
-        """Regions changed under the base class (ops update, set_regions, splits by
-        others): each region takes the history of the old region holding its start
-        (a fresh region none); the interval counts start again."""
-        R = self.nr_regions
-        if self._hist.shape[0] != R or self._acc.shape[0] != R:
-            self._hist = np.zeros(R, dtype=np.uint64)
-            self._mh = np.zeros(R, dtype=np.uint64)
-        if self._acc.shape[0] != R:
-            self._acc = np.zeros(R, dtype=np.int64)
+        """Before the first regions are built (or after a change nothing refitted):
+        per-region state sized to the regions, empty."""
+        if any(getattr(self, k).shape[0] != self.nr_regions for k in ("_hist", "_acc",
+                                                                        "_mh")):
+            self._refit(np.zeros(0, np.int64), np.zeros(0, np.int64))
 
     def _refit(self, old_s, old_e) -> None:
         """After an ops update: carry history over by start address."""

@@ -37,8 +37,9 @@ Every **aggregation interval** (1 s), in this order:
    one of the eligible ages (q2, q3 or max), the strict test demotes nothing whenever
    those ages are equal, which is the usual state of idle regions (DAMON's age rule
    ages them in lockstep: on `gups:hotset` every pass of the first minutes), so
-   `age_cmp=ge` is the default: q2 demotes the older half, max the oldest. The agent sees (min, q1, q2, q3, max) of the ages of the regions at or
-   below the access threshold and picks age_thres = q2, q3 or max. Chosen regions are
+   `age_cmp=ge` is the default: q2 demotes the older half, max the oldest. The
+   agent sees (min, q1, q2, q3, max) of the ages of the regions at or below the
+   access threshold and picks age_thres = q2, q3 or max. Chosen regions are
    demoted whole, coldest then oldest first, to the first node down the path with free
    >= 1% after the move. An aggressive node that demoted nothing demotes its coldest
    regions regardless of age until free is back at demote_wmark.
@@ -73,6 +74,7 @@ from ...monitors.base import MONITORS
 from ...monitors.damon import hamming
 from ...monitors.idt_regions import HISTORY_RULES
 from ...units import parse_size
+from ...workloads._common import parse_choice, parse_number
 from ..base import POLICIES, Policy
 from .agent import ACTIONS, REWARDS, PPOAgent, age_thres_for, reward, reward_paper, state_of
 
@@ -89,24 +91,6 @@ def range_pages(starts, ends) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     offs = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
     return np.arange(int(lens.sum()), dtype=np.int64) + offs
-
-
-def _choice(v, what: str, valid) -> str:
-    v = str(v).strip().lower()
-    if v not in valid:
-        raise TierlabError(f"bad idt {what} {v!r}; valid: {', '.join(valid)}")
-    return v
-
-
-def _number(v, what: str, lo: float, hi: float) -> float:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise TierlabError(f"bad idt {what} {v!r}: expected a number in [{lo}, {hi}]") \
-            from None
-    if not lo <= x <= hi:
-        raise TierlabError(f"bad idt {what} {v!r}: must be in [{lo}, {hi}]")
-    return x
 
 
 def _fraction(v, what: str) -> float:
@@ -164,14 +148,14 @@ class IDT(Policy):
         self.fixed_age_thres = None if age_thres in (None, "") else int(age_thres)
         self.use_prp = str(prp).lower() not in ("0", "off", "no", "false")
         self.prp_window_bytes = parse_size(prp_window, "idt prp_window")
-        self.prp_thres0 = _number(prp_thres, "prp_thres", 0.0, 2.0)
-        self.prp_rule = _choice(prp_rule, "prp_rule", ("fixed", "public"))
-        self.aggressive = _choice(aggressive, "aggressive", ("paper", "public"))
-        self.reward_rule = _choice(reward, "reward", REWARDS)
-        self.gamma = _number(gamma, "gamma", 0.0, 1.0)
-        self.age_cmp = _choice(age_cmp, "age_cmp", ("ge", "gt"))
+        self.prp_thres0 = parse_number(prp_thres, "idt prp_thres", lo=0.0, hi=2.0)
+        self.prp_rule = parse_choice(prp_rule, "idt prp_rule", ("fixed", "public"))
+        self.aggressive = parse_choice(aggressive, "idt aggressive", ("paper", "public"))
+        self.reward_rule = parse_choice(reward, "idt reward", REWARDS)
+        self.gamma = parse_number(gamma, "idt gamma", lo=0.0, hi=1.0)
+        self.age_cmp = parse_choice(age_cmp, "idt age_cmp", ("ge", "gt"))
         self.sample, self.aggr = sample, aggr
-        self.history = _choice(history, "history", HISTORY_RULES)
+        self.history = parse_choice(history, "idt history", HISTORY_RULES)
         self.weights = weights
         self.learn = str(learn).lower() not in ("0", "off", "no", "false")
         self.explore = float(explore)
