@@ -169,3 +169,27 @@ def test_split_at_the_sampling_interval_between_the_two_pages():
     wide.set_regions([0, 100, 200], [100, 200, 300])
     wide.on_sample(a, b, np.array([10, 150, 240]), np.array([50, 160, 280]), 0.01)
     assert wide.regions.start.tolist() == [0, 30, 100, 200, 260]
+
+
+@pytest.mark.parametrize("name", ["idt-regions", "damon"])
+def test_region_bounds_are_full_scale_figures(name):
+    """docs/model.md, Scale: a 1/F miniature monitors with F x the region bounds, so a
+    region holds as many pages as at full scale and the monitor's CPU shrinks with F."""
+    got = {}
+    for scale in (1 / 8, 1 / 64):
+        sim = tierlab.api.simulation("optane-2tier", "gups:hotset", "static", scale=scale)
+        mon = MONITORS.create(name, min_nr_regions=1000, max_nr_regions=10000)
+        sim.policy.attach(sim)
+        sim._apply_change(next(iter(sim.workload.changes())))
+        mon.attach(sim)
+        assert (mon.min_nr_regions, mon.max_nr_regions) == (round(1000 * scale),
+                                                            round(10000 * scale))
+        update = getattr(mon, "ops_update", None) or mon._ops_update
+        for _ in range(3):
+            sim._advance(sim.now + mon.update_interval, sim.throughput())
+            update(sim.now, force=True)
+        r = mon.regions
+        assert mon.min_nr_regions <= len(r.start) <= mon.max_nr_regions
+        got[scale] = float(np.mean(r.end - r.start))
+    # the same pages per region at both scales (the footprint is 8x smaller)
+    assert got[1 / 64] == pytest.approx(got[1 / 8], rel=0.05)

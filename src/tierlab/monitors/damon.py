@@ -60,6 +60,13 @@ Monitored ranges (damon_va_three_regions)
 Defaults: sample 5 ms, aggregation 100 ms, update 1 s, min_nr_regions 10,
 max_nr_regions 1000 (damon_new_ctx; the DAMON sysfs defaults).
 
+Miniatures (`--scale F`, docs/model.md): the region bounds are full-scale figures, and
+a miniature uses F x them (min at least 3, the kernel's floor): the footprint is F x,
+so regions keep their full-scale size in pages, each sample stands for the same share
+of memory, and the monitor's CPU (4 checks per region per sample) is F x, as the
+machine's cores are. Unscaled bounds would monitor a 1/128 miniature at 128x the full
+scale's resolution and charge 128x its relative CPU (`scaled_regions`).
+
 Rate-model sampling (the fast path). With the engine's `RateSource`, the probability
 that sample (region i, interval j) finds its page p accessed is 1 - exp(-rate_p x
 (W(t_j+1) - W(t_j))) per field epoch -- exactly what `AccessedBits.test_since` draws for
@@ -217,6 +224,15 @@ def _merge_pass_reference(start, end, nr, last, age, thres, sz_limit, zero_age_r
             out.append([st[i], en[i], n[i], la[i], ai])
     cols = list(zip(*out)) if out else [[]] * 5
     return tuple(_i64(c) for c in cols)
+
+
+def scaled_regions(lo: int, hi: int, scale: float) -> tuple[int, int]:
+    """Region bounds (min_nr_regions, max_nr_regions) of a `--scale` miniature: scale x
+    the full-scale bounds, min at least 3 (the kernel's floor), max at least min."""
+    if scale >= 1:
+        return lo, hi
+    lo2 = max(3, round(lo * scale))
+    return lo2, max(lo2, round(hi * scale))
 
 
 def merge_regions(start, end, nr, last, age, threshold: int, sz_limit: int,
@@ -465,6 +481,8 @@ class Damon(Monitor):
         if getattr(sim, "real", False):  # the Linux backend: the kernel's own DAMON
             sim.attach_damon(self)
             return
+        self.min_nr_regions, self.max_nr_regions = scaled_regions(
+            self.min_nr_regions, self.max_nr_regions, getattr(sim, "scale", 1.0))
         monitors = getattr(sim, "monitors", None)
         if isinstance(monitors, dict):
             monitors.setdefault(self.name, self)

@@ -50,7 +50,7 @@ import numpy as np
 from ..errors import TierlabError
 from ..workloads._common import parse_choice
 from .base import MONITORS, Monitor
-from .damon import UNALLOC, Damon, Regions, _i64, hamming
+from .damon import UNALLOC, Damon, Regions, _i64, hamming, scaled_regions
 
 HISTORY_RULES = ("sample", "aggregation")
 SPLIT_RULES = ("between", "random")
@@ -200,6 +200,8 @@ class IdtRegions(Damon):
             return
         Monitor.attach(self, sim)
         self.rng = sim.rng_for(self.name)
+        self.min_nr_regions, self.max_nr_regions = scaled_regions(
+            self.min_nr_regions, self.max_nr_regions, getattr(sim, "scale", 1.0))
         monitors = getattr(sim, "monitors", None)
         if isinstance(monitors, dict):
             monitors.setdefault(self.name, self)
