@@ -8,9 +8,7 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 from .engine import Costs, Simulation
@@ -187,25 +185,22 @@ def validate(jobs: list[Job]) -> None:
 
 def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,),
             scale: float = 1.0, baseline: str | None = None, jobs: int | None = None,
-            on_done=None, migrate: str = "linux") -> list[dict]:
+            on_done=None, migrate: str = "linux", cluster=None, out=None,
+            resume: bool = False) -> list[dict]:
     """Run every combination; results are in a fixed order and do not depend on `jobs`
-    (each run is seeded on its own). `on_done(job, record)` is called as runs finish."""
+    or `cluster` (each run is seeded on its own). `on_done(job, record)` is called as
+    runs finish. `cluster`: a Dask scheduler address, "local:N" or a distributed.Client
+    (issue 20); `out`: a directory where each finished run is appended to results.jsonl;
+    `resume`: skip the runs already there. Inside `with tierlab.sweep.Sweep(...)`,
+    without these three, runs go through that sweep (sweep.py)."""
+    from .sweep import Sweep, active
     todo = jobs_for(machines, workloads, policies, allocs, seeds, scale, migrate)
     validate(todo)
-    jobs = jobs or os.cpu_count() or 1
-    results: list = [None] * len(todo)
-    if jobs <= 1 or len(todo) == 1:
-        for i, j in enumerate(todo):
-            results[i] = _run_job(j)
-            if on_done:
-                on_done(j, results[i])
+    sweep = active()
+    if sweep is None or cluster is not None or out is not None or resume:
+        with Sweep(out=out, resume=resume, cluster=cluster, jobs=jobs) as sweep:
+            results = sweep.run(todo, on_done)
     else:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as ex:
-            futs = {ex.submit(_run_job, j): i for i, j in enumerate(todo)}
-            for f in as_completed(futs):
-                i = futs[f]
-                results[i] = f.result()
-                if on_done:
-                    on_done(todo[i], results[i])
+        results = sweep.run(todo, on_done)
     add_speedups(results, baseline or policies[0])
     return results

@@ -107,13 +107,18 @@ def cmd_run(a) -> int:
     return 0
 
 
-def _done(prog, task, job, rec, total: int) -> None:
-    """A finished run advances the bar; without a terminal (CI logs) it is one line."""
-    prog.advance(task)
-    if not err.is_terminal:
-        k = int(prog.tasks[0].completed)
-        err.print(f"[{k}/{total}] {job.workload} {job.policy} {job.alloc}: "
-                  f"{rec['wall_seconds']:.1f} s", highlight=False, markup=False)
+def _sweep(a):
+    """The sweep of a compare or reproduce: where runs execute (--jobs, --cluster) and
+    DIR/results.jsonl, continued with --resume DIR (issue 20; sweep.py). Sets a.out."""
+    from .sweep import Sweep
+    if a.resume and a.out and Path(a.out) != Path(a.resume):
+        raise TierlabError(f"--resume {a.resume} with --out {a.out}: a resumed sweep "
+                           f"writes into its own directory; give one of them")
+    if not (a.out or a.resume):
+        raise TierlabError("--out DIR is required (or --resume DIR to continue a sweep)")
+    a.out = a.resume or a.out
+    return Sweep(out=a.out, resume=bool(a.resume), cluster=a.cluster, jobs=a.jobs,
+                 console=err)
 
 
 def cmd_compare(a) -> int:
@@ -132,13 +137,10 @@ def cmd_compare(a) -> int:
     todo = api.jobs_for(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale,
                         a.migrate)
     api.validate(todo)
-    err.print(f"[bold]{len(todo)} runs[/] on {a.jobs} process(es)")
-    with _progress() as prog:
-        task = prog.add_task("runs", total=len(todo))
+    with _sweep(a) as sweep:
+        err.print(f"[bold]{len(todo)} runs[/] on {sweep.where}")
         recs = api.compare(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale,
-                           baseline, a.jobs,
-                           on_done=lambda j, r: _done(prog, task, j, r, len(todo)),
-                           migrate=a.migrate)
+                           baseline, a.jobs, migrate=a.migrate)
     outdir = Path(a.out)
     for m in machines:
         rs = [r for r in recs if r["machine"] == m]
@@ -168,20 +170,11 @@ def cmd_reproduce(a) -> int:
         # the reproduce default (@baselines): the study's four representative workloads
         wls = None if a.workloads == ["@baselines"] else wls
         total = count_runs(wls)
-    with _progress() as prog:
-        task = prog.add_task(f"reproduce {a.name}" + (" --sensitivity" if a.sensitivity
-                                                      else ""), total=total)
-        count = [0]
-
-        def done(job, rec):
-            count[0] += 1
-            prog.advance(task)
-            if not err.is_terminal:
-                err.print(f"[{count[0]}] {job.machine} {job.workload} {job.policy}: "
-                          f"{rec['wall_seconds']:.1f} s", highlight=False, markup=False)
-
+    with _sweep(a) as sweep:
+        if total:
+            err.print(f"[bold]{total} runs[/] on {sweep.where}")
         scale = a.scale if a.scale is not None else REPRODUCTION_SCALE[a.name]
-        path = run(Path(a.out), scale, wls, a.jobs, on_done=done)
+        path = run(Path(a.out), scale, wls, a.jobs, on_done=sweep.report)
     out.print(f"wrote {path} (figures and results.json beside it)")
     return 0
 
@@ -315,6 +308,15 @@ def parser() -> argparse.ArgumentParser:
                         "so per-page rates and run length match full scale "
                         "(docs/model.md; default: 1, or the suite's scale for @SUITE)")
 
+    def sweep_options(sp):
+        sp.add_argument("--cluster", metavar="ADDRESS",
+                        help="run each run as a task on a Dask distributed scheduler "
+                        "(tcp://host:8786), or on a local one of N workers (local:N); "
+                        "workers need this tierlab version (docs/cluster.md)")
+        sp.add_argument("--resume", metavar="DIR",
+                        help="continue the sweep written into DIR: the runs already in "
+                        "DIR/results.jsonl are not run again")
+
     r = sub.add_parser("run", help="simulate one workload under one policy",
                        description="Simulate one workload on one machine under one "
                        "placement policy and allocation policy.", epilog=EPILOG,
@@ -356,7 +358,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="parallel processes (default: all cores); results do not "
                    "depend on it")
-    c.add_argument("--out", required=True, help="output directory")
+    c.add_argument("--out", help="output directory (required unless --resume)")
+    sweep_options(c)
     c.set_defaults(fn=cmd_compare)
 
     rp = sub.add_parser("reproduce", help="a paper's evaluation: Markdown report, PNGs, "
@@ -366,7 +369,7 @@ def parser() -> argparse.ArgumentParser:
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     rp.add_argument("name", help="which paper: idt, hemem, telescope, johnny-cache, "
                     "allocation")
-    rp.add_argument("--out", required=True, help="output directory")
+    rp.add_argument("--out", help="output directory (required unless --resume)")
     rp.add_argument("--scale", type=_scale, default=None,
                     help="miniature scale (default: idt 1/64, as the @baselines suite; "
                     "hemem 1/256, a 2 GiB miniature of its 512 GiB GUPS; telescope 1, "
@@ -380,6 +383,7 @@ def parser() -> argparse.ArgumentParser:
                     "evaluation: sample x aggregation interval and demote_wmark x "
                     "critical_wmark grids, normalised to the default cell (default "
                     "workloads: gups:hotset, ycsb:d, masim:tiering; 72 runs)")
+    sweep_options(rp)
     rp.set_defaults(fn=cmd_reproduce)
 
     te = sub.add_parser("telemetry", help="precision and recall of monitors' hot sets "
@@ -484,9 +488,9 @@ def main(argv=None) -> int:
     except TierlabError as e:
         print(f"tierlab: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("tierlab: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print("tierlab: " + (str(e) or "interrupted"), file=sys.stderr)
+        return 128 + getattr(e, "signum", 2)
     except BrokenPipeError:  # `tierlab ... | head`: the reader left
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

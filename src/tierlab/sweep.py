@@ -1,0 +1,586 @@
+"""Where a sweep's runs execute and where they go as they finish (issue 20; issue 19,
+"Results lost" and "Interrupts"; docs/cluster.md).
+
+A `Sweep` runs lists of `api.Job` on local processes (`jobs`) or as tasks on Dask's
+`distributed` scheduler (`cluster`: "tcp://host:8786", "local:N" for a LocalCluster of
+N one-thread workers, or a `distributed.Client`). Every finished run is appended to
+DIR/results.jsonl (the record plus its `run_key`: the job's full spec, the digests of
+the files it reads, and the tierlab version); with `resume`, runs whose key is already
+there are not run again. SIGINT and SIGTERM stop the workers at once and raise
+`Interrupted`, which says what was kept.
+
+    with Sweep(out="sweep", cluster="local:2") as sw:
+        recs = tierlab.compare(...)   # inside the block, compare runs through sw
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import threading
+import uuid
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextvars import ContextVar
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import __version__
+from .errors import TierlabError
+from .registry import Spec
+
+JSONL = "results.jsonl"
+#: the Dask worker resource a worker with this tierlab version offers (VersionGate)
+RESOURCE = f"tierlab-{__version__}"
+
+_ACTIVE: ContextVar["Sweep | None"] = ContextVar("tierlab_sweep", default=None)
+
+
+def active() -> "Sweep | None":
+    """The sweep entered by the innermost `with Sweep(...)`, if any."""
+    return _ACTIVE.get()
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped the sweep; the message says what was kept."""
+
+    def __init__(self, message: str, signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.signum = signum
+
+
+class RunsFailed(TierlabError):
+    """Some runs raised; the others finished (and were streamed). `failures` holds
+    (job, "Type: message") pairs."""
+
+    def __init__(self, message: str, failures: list):
+        super().__init__(message)
+        self.failures = failures
+
+
+def describe(job) -> str:
+    """A job's spec on one line, as the progress log and error reports show it."""
+    return (f"{job.machine} {job.workload} {job.policy} {job.alloc} seed {job.seed}"
+            f" scale {job.scale:g}" + ("" if job.migrate == "linux" else
+                                       f" migrate {job.migrate}"))
+
+
+def input_files(spec: str) -> list[str]:
+    """The files a machine or workload spec names (the whole spec as a TOML path, or
+    a `trace:PATH`/`masim:PATH` argument or parameter), as written in the spec."""
+    try:
+        s = Spec.parse(spec)
+    except TierlabError:
+        return []
+    cands = [spec, *s.args, *s.params.values()]
+    return list(dict.fromkeys(c for c in cands if c and os.path.isfile(c)))
+
+
+def _localise(spec: str, files: dict[str, str]) -> str:
+    """`spec` with each file token replaced by its copy on this worker."""
+    for token, local in files.items():
+        if spec == token:
+            return local
+        spec = re.sub(r"(?<=[:,=])" + re.escape(token) + r"(?=,|$)", lambda m: local,
+                      spec)
+    return spec
+
+
+def _check_cluster(c: str) -> None:
+    """A `--cluster` value is a scheduler address or local:N."""
+    if c.startswith("local:"):
+        n = c[len("local:"):]
+        if not n.isdigit() or int(n) < 1:
+            raise TierlabError(f"bad cluster {c!r}: local:N needs N >= 1 workers, e.g. "
+                               f"local:4")
+    elif not re.fullmatch(r"(tcp|tls|ws|wss|inproc|ucx)://\S+|[\w.-]+:\d+", c):
+        raise TierlabError(f"bad cluster {c!r}: expected a scheduler address "
+                           f"(tcp://host:8786) or local:N")
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _run_local(job) -> tuple[dict, str]:
+    """One run in a local worker process: (record, worker label)."""
+    from .api import _run_job
+    return _run_job(job), f"pid {os.getpid()}"
+
+
+def _pool_init() -> None:
+    """Pool workers leave SIGINT to the parent (which stops them) and die on SIGTERM."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _run_on_worker(job, inputs: dict, version: str) -> tuple[dict, str]:
+    """One run as a Dask task. `inputs` maps each file token of the job's specs to
+    (digest, bytes) scattered once per worker; they are written once into the worker's
+    local directory and the specs point there. The record keeps the specs as given."""
+    from distributed import get_worker
+    from dataclasses import replace
+    from .api import _run_job
+    if version != __version__:
+        raise TierlabError(f"worker has tierlab {__version__}, the sweep {version}")
+    w = get_worker()
+    files = {}
+    for token, (digest, data) in inputs.items():
+        path = Path(w.local_directory) / "tierlab-inputs" / digest / Path(token).name
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        files[token] = str(path)
+    local = replace(job, machine=_localise(job.machine, files),
+                    workload=_localise(job.workload, files))
+    rec = _run_job(local)
+    rec["machine"], rec["workload"] = job.machine, job.workload
+    name = str(w.name)
+    return rec, name.split("://")[-1] if "://" in name else f"worker {name}"
+
+
+def _version_gate(version: str):
+    """A worker plugin, pickled by value (workers need not have this tierlab), that
+    gives a worker the `RESOURCE` every tierlab task asks for only if it runs tierlab
+    `version`: other workers take no tierlab task."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class TierlabVersionGate(WorkerPlugin):
+        name = "tierlab-version-gate"
+
+        def __init__(self, version):
+            self.version = version
+
+        async def setup(self, worker):
+            try:
+                import tierlab
+                have = tierlab.__version__
+            except ImportError:
+                have = None
+            if have == self.version:
+                await worker.set_resources(**{f"tierlab-{self.version}":
+                                              worker.state.nthreads})
+
+    return TierlabVersionGate(version)
+
+
+class _Board:
+    """The sweep's progress bar (issue 20, item 3): runs done of those submitted,
+    running, queued, and finished runs per worker; without a terminal, one line per
+    finished run."""
+
+    def __init__(self, console):
+        self.console = console
+        self.quiet = console is None
+        self.total = self.done = self.running = 0
+        self.per_worker: Counter = Counter()
+        self.progress = None
+        if console is not None:
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                     TextColumn("{task.fields[state]}"),
+                                     TimeElapsedColumn(), console=console,
+                                     transient=True, disable=not console.is_terminal)
+            self.task = self.progress.add_task("runs", total=0, state="")
+
+    def say(self, text: str) -> None:
+        if self.console is not None:
+            self.console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    def start(self):
+        if self.progress is not None:
+            self.progress.start()
+
+    def stop(self):
+        if self.progress is not None:
+            self.progress.stop()
+
+    def add(self, n: int) -> None:
+        self.total += n
+        self.show()
+
+    def finished(self, job, rec, worker: str, external: bool = False) -> None:
+        self.done += 1
+        if external:
+            self.total += 1
+        self.per_worker[worker] += 1
+        if self.console is not None and not self.console.is_terminal:
+            on = f" on {worker}" if worker else ""
+            self.say(f"[{self.done}/{self.total}] {job.workload} {job.policy} "
+                     f"{getattr(job, 'alloc', '')}: {rec['wall_seconds']:.1f} s{on}")
+        self.show()
+
+    def show(self, running: int | None = None) -> None:
+        if running is not None:
+            self.running = running
+        if self.progress is None:
+            return
+        queued = max(self.total - self.done - self.running, 0)
+        top = ", ".join(f"{w}: {n}" for w, n in self.per_worker.most_common(4) if w)
+        more = len(self.per_worker) - 4
+        state = (f"{self.done}/{self.total} done, {self.running} running, {queued} "
+                 f"queued" + (f" | {top}" if top else "") + (f" +{more}" if more > 0
+                                                             else ""))
+        self.progress.update(self.task, total=max(self.total, 1), completed=self.done,
+                             state=state)
+
+
+class Sweep:
+    """Runs api.Job lists on local processes or a Dask cluster, streaming finished runs
+    to `out`/results.jsonl and, with `resume`, skipping those already there."""
+
+    def __init__(self, out=None, resume: bool = False, cluster=None,
+                 jobs: int | None = None, console=None):
+        self.out = Path(out) if out is not None else None
+        if resume and self.out is None:
+            raise TierlabError("resume needs the directory of the sweep to resume (out)")
+        if isinstance(cluster, str):
+            _check_cluster(cluster)
+        self.resume, self.cluster, self.console = resume, cluster, console
+        self.jobs = int(jobs or os.cpu_count() or 1)
+        self.board = _Board(console)
+        self._lines: dict[str, str] = {}  # run key -> record as a JSON line
+        self._digests: dict[tuple, str] = {}
+        self._scattered: dict[str, object] = {}
+        self._client = self._local_cluster = None
+        self._checked: set[str] = set()
+        self._accepted: set[str] = set()
+        self._file = None
+        self._old_term = None
+        self.ran = 0
+
+    # -- set up and tear down ------------------------------------------------------
+    def __enter__(self) -> "Sweep":
+        try:
+            if self.out is not None:
+                self._open_jsonl()
+            if self.cluster is not None:
+                self._connect()
+        except BaseException:
+            self._close()
+            raise
+        if threading.current_thread() is threading.main_thread():
+            self._old_term = signal.signal(signal.SIGTERM, self._on_term)
+        self.board.start()
+        self._token = _ACTIVE.set(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _ACTIVE.reset(self._token)
+        self.board.stop()
+        if self._old_term is not None:
+            signal.signal(signal.SIGTERM, self._old_term)
+        self._close()
+
+    def _close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._disconnect()
+
+    @staticmethod
+    def _on_term(signum, frame):
+        raise Interrupted("terminated", signal.SIGTERM)
+
+    @property
+    def where(self) -> str:
+        """Where the runs execute, for the start line."""
+        if self._client is None:
+            return f"{self.jobs} process(es)"
+        n = len(self._accepted)
+        if self._local_cluster is not None:
+            return f"a local Dask cluster of {n} worker(s)"
+        return f"the Dask cluster at {self._client.scheduler.address} ({n} worker(s))"
+
+    def _open_jsonl(self) -> None:
+        path = self.out / JSONL
+        try:
+            self._read_jsonl(path)
+        except OSError as e:
+            raise TierlabError(f"cannot write {path}: {e.strerror or e}") from None
+
+    def _read_jsonl(self, path: Path) -> None:
+        """Load the runs of a resumed sweep, then open results.jsonl for appending (or
+        start it afresh)."""
+        if self.resume:
+            if not path.is_file():
+                raise TierlabError(f"cannot resume {self.out}: no {path} (start the sweep "
+                                   f"with --out {self.out})")
+            text = path.read_text(errors="replace")
+            bad = 0
+            for line in text.splitlines():
+                try:
+                    rec = json.loads(line)
+                    key = json.dumps(rec.pop("run_key"), sort_keys=True)
+                except (ValueError, KeyError, AttributeError, TypeError):
+                    bad += 1
+                    continue
+                self._lines[key] = json.dumps(rec)
+            if bad:
+                self.board.say(f"{path}: {bad} unreadable line(s) skipped (a run cut off "
+                               f"mid-write runs again)")
+            self._file = path.open("a")
+            if text and not text.endswith("\n"):
+                self._file.write("\n")
+        else:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("w")
+
+    def _connect(self) -> None:
+        try:
+            import distributed
+        except ImportError:
+            raise TierlabError("--cluster needs Dask's distributed: pip install "
+                               "'tierlab[cluster]' (or distributed>=2024.1)") from None
+        c = self.cluster
+        if isinstance(c, distributed.Client):
+            self._client = c
+        elif c.startswith("local:"):
+            import logging
+            self._local_cluster = distributed.LocalCluster(
+                n_workers=int(c[len("local:"):]), threads_per_worker=1, processes=True,
+                host="127.0.0.1", dashboard_address=":0",
+                scheduler_kwargs={"dashboard": False}, silence_logs=logging.ERROR)
+            self._client = distributed.Client(self._local_cluster)
+        else:
+            try:
+                self._client = distributed.Client(c, timeout="10s")
+            except (OSError, TimeoutError) as e:
+                raise TierlabError(f"cannot reach the Dask scheduler at {c!r}: "
+                                   f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+                                   ) from None
+        self._client.register_plugin(_version_gate(__version__))
+        accepted = self._check_workers()
+        if self._checked and not accepted:
+            raise TierlabError(f"no worker at {self._client.scheduler.address} runs "
+                               f"tierlab {__version__} (see above): pip install "
+                               f"tierlab=={__version__} on them")
+        if not self._checked:
+            self.board.say(f"waiting for workers at {self._client.scheduler.address}")
+
+    def _check_workers(self) -> int:
+        """Say, one line each, which new workers are refused (another tierlab version, or
+        none); return how many workers are accepted so far."""
+        def version():  # nested: pickled by value, so a worker without tierlab answers
+            try:
+                import tierlab
+                return tierlab.__version__
+            except ImportError:
+                return None
+
+        workers = set(self._client.nthreads())
+        new = [w for w in workers if w not in self._checked]
+        if new:
+            got = self._client.run(version, workers=new, on_error="return")
+            for w in new:
+                v = got.get(w)
+                self._checked.add(w)
+                if v == __version__:
+                    self._accepted.add(w)
+                    continue
+                have = "no tierlab" if v is None or isinstance(v, BaseException) \
+                    else f"tierlab {v}"
+                self.board.say(f"worker {w} refused: it has {have}, this sweep runs "
+                               f"tierlab {__version__}")
+        return len(self._accepted & workers)
+
+    def _disconnect(self) -> None:
+        if self._client is not None and self._client is not self.cluster:
+            self._client.close()
+        if self._local_cluster is not None:
+            self._local_cluster.close()
+        self._client = self._local_cluster = None
+
+    # -- keys and inputs ---------------------------------------------------------
+    def _digest(self, path: str) -> str:
+        st = os.stat(path)
+        k = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+        if k not in self._digests:
+            self._digests[k] = _sha256(path)
+        return self._digests[k]
+
+    def _inputs(self, job) -> dict[str, str]:
+        return {f: self._digest(f) for s in (job.machine, job.workload)
+                for f in input_files(s)}
+
+    def key(self, job) -> str:
+        """The run's key in results.jsonl: its full spec, the digests of the files it
+        reads, and the tierlab version."""
+        return json.dumps({**asdict(job), "inputs": self._inputs(job),
+                           "tierlab": __version__}, sort_keys=True)
+
+    # -- running -----------------------------------------------------------------
+    def run(self, todo: list, on_done=None) -> list[dict]:
+        """Records of `todo` in order; runs whose key is known are not run again.
+        `on_done(job, record)` is called as each new run finishes."""
+        keys = [self.key(j) for j in todo]
+        fresh: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            if k not in self._lines and k not in fresh:
+                fresh[k] = i
+        known = len(todo) - sum(1 for k in keys if k in fresh)
+        if known and self.out is not None:
+            self.board.say(f"{known} of {len(todo)} runs already in {self.out / JSONL}: "
+                           f"running the other {len(todo) - known}")
+        self.board.add(len(fresh))
+        raw: dict[str, dict] = {}
+        failures: list = []
+
+        def finished(key, rec, worker):
+            job = todo[fresh[key]]
+            line = json.dumps(rec)
+            if self._file is not None:
+                self._file.write(json.dumps({**rec, "run_key": json.loads(key)}) + "\n")
+                self._file.flush()
+            self._lines[key] = line
+            raw[key] = rec
+            self.ran += 1
+            self.board.finished(job, rec, worker)
+            if on_done:
+                on_done(job, rec)
+
+        def failed(key, err):
+            job = todo[fresh[key]]
+            msg = f"{type(err).__name__}: {err}".splitlines()[0]
+            failures.append((job, msg))
+            self.board.say(f"run failed: {describe(job)}: {msg}")
+
+        try:
+            if self._client is not None:
+                self._run_dask(todo, fresh, finished, failed)
+            elif self.jobs <= 1 or len(fresh) <= 1:
+                for k, i in fresh.items():
+                    try:
+                        rec, w = _run_local(todo[i])
+                    except (KeyboardInterrupt, MemoryError):
+                        raise
+                    except Exception as e:
+                        failed(k, e)
+                    else:
+                        finished(k, rec, "")
+            else:
+                self._run_pool(todo, fresh, finished, failed)
+        except KeyboardInterrupt as e:
+            raise self._interrupted(e) from None
+        if failures:
+            job, msg = failures[0]
+            head = f"run {describe(job)} failed: {msg}" if len(failures) == 1 else \
+                f"{len(failures)} of {len(fresh)} runs failed (first: {describe(job)}: {msg})"
+            kept = f"; the runs that finished are in {self.out / JSONL}, --resume " \
+                   f"{self.out} runs the others" if self.out else ""
+            raise RunsFailed(head + kept, failures)
+        if self.out is None:
+            return [raw[k] if k in raw else json.loads(self._lines[k]) for k in keys]
+        return [json.loads(self._lines[k]) for k in keys]
+
+    def _interrupted(self, e: KeyboardInterrupt) -> Interrupted:
+        signum = getattr(e, "signum", signal.SIGINT)
+        what = "terminated" if signum == signal.SIGTERM else "interrupted"
+        if self.out is not None:
+            msg = (f"{what}: workers stopped; {len(self._lines)} finished runs are kept in "
+                   f"{self.out / JSONL} ({self.ran} of them new); --resume {self.out} runs "
+                   f"the rest")
+        else:
+            msg = f"{what}: workers stopped after {self.ran} runs"
+        return Interrupted(msg, signum)
+
+    def _run_pool(self, todo, fresh, finished, failed) -> None:
+        n = min(self.jobs, len(fresh))
+        ex = ProcessPoolExecutor(max_workers=n, initializer=_pool_init)
+        try:
+            futs = {ex.submit(_run_local, todo[i]): k for k, i in fresh.items()}
+            pending = set(futs)
+            while pending:
+                self.board.show(running=min(n, len(pending)))
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for f in done:
+                    if f.exception() is not None:
+                        failed(futs[f], f.exception())
+                    else:
+                        finished(futs[f], *f.result())
+        except BaseException:
+            _stop_pool(ex)
+            raise
+        ex.shutdown()
+
+    def _run_dask(self, todo, fresh, finished, failed) -> None:
+        import distributed
+        client = self._client
+        tag = uuid.uuid4().hex[:8]
+        # every input file goes to each accepted worker once, before any run starts
+        files = {f: self._digest(f) for i in fresh.values() for s in
+                 (todo[i].machine, todo[i].workload) for f in input_files(s)}
+        for f, d in files.items():
+            if d not in self._scattered:
+                self._scattered[d] = client.scatter(
+                    Path(f).read_bytes(), broadcast=True, hash=False,
+                    workers=sorted(self._accepted) or None)
+        futs = {}
+        for n, (k, i) in enumerate(fresh.items()):
+            job = todo[i]
+            inputs = {f: (files[f], self._scattered[files[f]])
+                      for s in (job.machine, job.workload) for f in input_files(s)}
+            fut = client.submit(_run_on_worker, job, inputs, __version__, pure=False,
+                                key=f"tierlab-run-{tag}-{n}", resources={RESOURCE: 1})
+            futs[fut] = k
+        pending = set(futs)
+        ours = {f.key for f in futs}
+        try:
+            while pending:
+                try:
+                    done, pending = distributed.wait(pending, timeout=0.5,
+                                                     return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    done = set()
+                for f in done:
+                    try:
+                        rec, worker = f.result()
+                    except Exception as e:
+                        failed(futs[f], e)
+                    else:
+                        finished(futs[f], rec, worker)
+                    f.release()
+                self._check_workers()
+                busy = client.processing()
+                self.board.show(running=sum(1 for ks in busy.values() for x in ks
+                                            if x in ours))
+        except BaseException:
+            client.cancel(list(pending))
+            raise
+
+    def report(self, job, rec) -> None:
+        """Count a run finished outside the sweep (a reproduction's telemetry runs);
+        runs of the sweep are counted already."""
+        from .api import Job
+        if not isinstance(job, Job):
+            self.board.finished(job, rec, "", external=True)
+
+
+def _stop_pool(ex: ProcessPoolExecutor) -> None:
+    """Stop a process pool now: SIGTERM to every worker, SIGKILL to those still alive
+    after a second, queued runs cancelled (issue 19, "Interrupts")."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) \
+        if threading.current_thread() is threading.main_thread() else None
+    try:
+        procs = list((getattr(ex, "_processes", None) or {}).values())
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(1.0)
+            if p.is_alive():
+                p.kill()
+                p.join(1.0)
+        ex.shutdown(wait=False, cancel_futures=True)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)

@@ -1,0 +1,343 @@
+"""Sweeps on a Dask cluster, streamed and resumable (issue 20), and interrupts of a local
+pool (issue 19): real `dask scheduler` and `dask worker` processes on 127.0.0.1 and the
+real `tierlab` command, no mocks. Waits are on events (a file appearing, a worker
+registering, a run finishing), never sleeps of fixed length."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed")
+from distributed import Client  # noqa: E402
+
+import tierlab  # noqa: E402
+from tierlab.policies import POLICIES  # noqa: E402
+from tierlab.policies.static import Static  # noqa: E402
+from tierlab.sweep import JSONL, RunsFailed  # noqa: E402
+
+BIN = Path(sys.executable).parent
+TRACE = Path(__file__).parent / "data" / "traces" / "redis-ycsb-zipfian.npz"
+#: 12 runs; the trace is named by a path relative to the test's directory, which the
+#: workers (started elsewhere) can only read through the scattered copy
+SWEEP = ["--machine", "optane-2tier", "--scale", "1/256", "--seeds", "0-1",
+         "--workloads", "gups:hotset,gups:uniform,trace:traces/redis.npz",
+         "--policies", "static,autonuma"]
+RUNS = 12
+DEADLINE = 120  # seconds any single wait may take on a busy machine
+
+
+def until(cond, what: str, timeout: float = DEADLINE):
+    """Poll `cond` until it returns something true; fail naming `what` after timeout."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def start(args, log: Path, cwd: Path, env=None) -> subprocess.Popen:
+    return subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=cwd,
+                            env=env)
+
+
+def stop(*procs) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+class Cluster:
+    """A `dask scheduler` and its `dask worker`s (one thread, no nanny), each in a
+    directory of its own."""
+
+    def __init__(self, root: Path):
+        self.root, self.procs, self.workers = root, [], {}
+        sched = root / "scheduler.json"
+        self.procs.append(start([BIN / "dask", "scheduler", "--host", "127.0.0.1", "--port",
+                                 "0", "--no-dashboard", "--scheduler-file", sched],
+                                root / "scheduler.log", root))
+        self.address = until(lambda: _address(sched), "the scheduler")
+        self.client = Client(self.address, timeout="60s")
+
+    def add_worker(self, name: str, env=None) -> subprocess.Popen:
+        d = self.root / name
+        d.mkdir()
+        p = start([BIN / "dask", "worker", self.address, "--nthreads", "1", "--no-nanny",
+                   "--host", "127.0.0.1", "--no-dashboard", "--name", name,
+                   "--local-directory", d], self.root / f"{name}.log", d, env)
+        self.procs.append(p)
+        self.workers[name] = p
+        until(lambda: any(w.get("name") == name for w in
+                          self.client.scheduler_info()["workers"].values()),
+              f"worker {name} to register")
+        return p
+
+    def address_of(self, name: str) -> str:
+        return next(a for a, w in self.client.scheduler_info()["workers"].items()
+                    if w.get("name") == name)
+
+    def close(self):
+        self.client.close()
+        stop(*reversed(self.procs))
+
+
+def _address(path: Path):
+    try:
+        return json.loads(path.read_text())["address"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("dask"))
+    try:
+        c.add_worker("a")
+        c.add_worker("b")
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    """The test runs in tmp_path, with the trace at traces/redis.npz."""
+    (tmp_path / "traces").mkdir()
+    shutil.copy(TRACE, tmp_path / "traces" / "redis.npz")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def cli(*args, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([BIN / "tierlab", *map(str, args)], cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(p: subprocess.Popen) -> tuple[int, str]:
+    _, err = p.communicate(timeout=int(os.environ.get("T", 300)))
+    return p.returncode, err
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The sweep run on local processes, uninterrupted: DIR with results.json/CSV."""
+    d = tmp_path_factory.mktemp("ref")
+    (d / "traces").mkdir()
+    shutil.copy(TRACE, d / "traces" / "redis.npz")
+    code, err = finish(cli("compare", *SWEEP, "--jobs", "2", "--out", "ref", cwd=d))
+    assert code == 0, err
+    return d / "ref"
+
+
+def strip(records, drop=("wall_seconds",)):
+    return [{k: v for k, v in r.items() if k not in drop} for r in records]
+
+
+def same_results(got: Path, ref: Path) -> None:
+    """results.json equal record by record but for wall times; the CSV likewise."""
+    a = json.loads((got / "results.json").read_text())
+    b = json.loads((ref / "results.json").read_text())
+    assert len(a) == RUNS and strip(a) == strip(b)
+    ca, cb = ((p / "results.csv").read_text().splitlines() for p in (got, ref))
+    wall = ca[0].split(",").index("wall_seconds")
+    cut = lambda rows: [[c for i, c in enumerate(r.split(",")) if i != wall] for r in rows]  # noqa: E731
+    assert cut(ca) == cut(cb)
+
+
+def jsonl(d: Path) -> list[dict]:
+    p = d / JSONL
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+def test_a_sweep_on_the_cluster_equals_the_local_run(cluster, here, reference):
+    """Two `dask worker`s run the 12 runs; results.json and the CSV equal the local
+    run's but for wall times, every run streamed to results.jsonl with its key; the
+    trace reached each worker as one file in its local directory."""
+    code, err = finish(cli("compare", *SWEEP, "--cluster", cluster.address,
+                           "--out", "out", cwd=here))
+    assert code == 0, err
+    assert f"{RUNS} runs on the Dask cluster at {cluster.address} (2 worker(s))" in err
+    same_results(here / "out", reference)
+    lines = jsonl(here / "out")
+    assert len(lines) == RUNS
+    assert {r["run_key"]["tierlab"] for r in lines} == {tierlab.__version__}
+    assert {tuple(r["run_key"]["inputs"]) for r in lines if "trace" in r["workload"]} == \
+        {("traces/redis.npz",)}
+    ran_on = [x.rsplit(" on ", 1)[1] for x in err.splitlines() if x.startswith("[")]
+    assert len(ran_on) == RUNS and set(ran_on) <= {"worker a", "worker b"}
+    for w in ("a", "b"):
+        if f"worker {w}" in ran_on:
+            copies = list((cluster.root / w).rglob("tierlab-inputs/*/redis.npz"))
+            assert len(copies) == 1, copies
+    pngs = sorted(reference.glob("*.png"))
+    assert len(pngs) == 4
+    for png in pngs:
+        assert (here / "out" / png.name).read_bytes() == png.read_bytes(), png.name
+
+
+def test_killing_a_worker_mid_sweep_loses_no_run(cluster, here, reference):
+    """A third worker is killed (SIGKILL) while it runs a simulation: its run goes to
+    the others and the sweep completes with the reference's records."""
+    victim = cluster.add_worker("c")
+    addr = cluster.address_of("c")
+    p = cli("compare", *SWEEP, "--policies", "autonuma", "--cluster", cluster.address,
+            "--out", "out", cwd=here)
+    # keys end in the run's index: the first four are the GUPS runs (a second each)
+    until(lambda: any(int(k.rsplit("-", 1)[1]) < 4 for k in
+                      cluster.client.processing().get(addr, ())) or p.poll() is not None,
+          "worker c to start a GUPS run")
+    assert p.poll() is None, "the sweep ended before worker c ran anything"
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    cluster.workers.pop("c")
+    code, err = finish(p)
+    assert code == 0, err
+    got = json.loads((here / "out" / "results.json").read_text())
+    ref = [r for r in json.loads((reference / "results.json").read_text())
+           if r["policy"] == "autonuma"]
+    assert len(got) == 6 and strip(got, ("wall_seconds", "speedup")) == \
+        strip(ref, ("wall_seconds", "speedup"))
+
+
+def test_interrupted_cluster_sweep_resumes_only_the_missing_runs(cluster, here, reference):
+    """SIGINT after three runs: one line says what was kept; --resume runs only the
+    others, appended to results.jsonl, and the results equal an uninterrupted run's."""
+    p = cli("compare", *SWEEP, "--cluster", cluster.address, "--out", "out", cwd=here)
+    until(lambda: len(jsonl(here / "out")) >= 3 or p.poll() is not None, "three runs")
+    p.send_signal(signal.SIGINT)
+    code, err = finish(p)
+    assert code == 130, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("tierlab: interrupted: workers stopped;") and "--resume out" \
+        in last and "Traceback" not in err
+    kept = jsonl(here / "out")
+    assert 3 <= len(kept) < RUNS
+    code, err = finish(cli("compare", *SWEEP, "--cluster", cluster.address,
+                           "--resume", "out", cwd=here))
+    assert code == 0, err
+    assert f"{len(kept)} of {RUNS} runs already in out/{JSONL}: running the other " \
+        f"{RUNS - len(kept)}" in err
+    after = jsonl(here / "out")
+    assert after[:len(kept)] == kept and len(after) == RUNS
+    assert len({json.dumps(r["run_key"], sort_keys=True) for r in after}) == RUNS
+    same_results(here / "out", reference)
+
+
+def test_a_worker_with_another_tierlab_is_refused(cluster, here, tmp_path):
+    """A worker whose tierlab says 0.0.9 is refused in one line and runs nothing; the
+    sweep runs on the others."""
+    fake = tmp_path / "fake" / "tierlab"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text('__version__ = "0.0.9"\n')
+    env = {**os.environ, "PYTHONPATH": str(fake.parent)}
+    cluster.add_worker("old", env=env)
+    try:
+        addr = cluster.address_of("old")
+        code, err = finish(cli("compare", "--scale", "1/256", "--workloads", "gups:uniform",
+                               "--policies", "static,oracle", "--seeds", "0-3",
+                               "--cluster", cluster.address, "--out", "out", cwd=here))
+        assert code == 0, err
+        assert f"worker {addr} refused: it has tierlab 0.0.9, this sweep runs tierlab " \
+            f"{tierlab.__version__}" in err.splitlines()
+        ran_on = [x.rsplit(" on ", 1)[1] for x in err.splitlines() if x.startswith("[")]
+        assert len(ran_on) == 8 and "worker old" not in ran_on
+    finally:
+        stop(cluster.workers.pop("old"))
+
+
+@POLICIES.register("test-client-only")
+class ClientOnly(Static):
+    """Registered in the test process only: workers do not know it."""
+
+
+def test_a_run_that_raises_on_a_worker_is_reported_and_the_rest_go_on(cluster, here):
+    """The Python API with cluster=ADDRESS: the policy unknown to the workers raises
+    there; the error names the run's spec and the error, the other runs are kept."""
+    with pytest.raises(RunsFailed) as e:
+        tierlab.compare(["optane-2tier"], ["gups:uniform"], ["static", "test-client-only"],
+                        seeds=[0, 1], scale=1 / 256, cluster=cluster.address, out="out")
+    assert len(e.value.failures) == 2
+    assert "optane-2tier gups:uniform test-client-only dram-preferred seed " in str(e.value)
+    assert "unknown policy 'test-client-only'" in str(e.value)
+    assert [r["policy"] for r in jsonl(here / "out")] == ["static", "static"]
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) \
+                    == pid:
+                kids.append(int(d.name))
+        except (OSError, ValueError, IndexError):
+            pass
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] \
+            != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_jobs_2_stops_its_workers_at_once_on_sigint_and_sigterm(sig, here, reference):
+    """Issue 19: with --jobs 2, SIGINT or SIGTERM stops both worker processes within
+    seconds, says so in one line, keeps the finished runs; --resume (after SIGTERM)
+    completes the sweep with the uninterrupted run's results."""
+    p = cli("compare", *SWEEP, "--jobs", "2", "--out", "out", cwd=here)
+    until(lambda: len(jsonl(here / "out")) >= 3 or p.poll() is not None, "three runs")
+    workers = until(lambda: _children(p.pid) or p.poll() is not None, "the pool")
+    assert p.poll() is None, "the sweep ended before the signal"
+    t0 = time.monotonic()
+    p.send_signal(sig)
+    code, err = finish(p)
+    took = time.monotonic() - t0
+    word = "interrupted" if sig == signal.SIGINT else "terminated"
+    assert code == 128 + sig, err
+    assert err.strip().splitlines()[-1].startswith(f"tierlab: {word}: workers stopped;")
+    assert "Traceback" not in err
+    assert took < 5, took
+    assert not [w for w in workers if _alive(w)]
+    kept = jsonl(here / "out")
+    assert 3 <= len(kept) < RUNS
+    if sig == signal.SIGINT:
+        return
+    code, err = finish(cli("compare", *SWEEP, "--jobs", "2", "--resume", "out", cwd=here))
+    assert code == 0, err
+    assert len(jsonl(here / "out")) == RUNS
+    same_results(here / "out", reference)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--cluster", "nowhere"], "bad cluster 'nowhere': expected a scheduler address "
+     "(tcp://host:8786) or local:N"),
+    (["--cluster", "local:0", "--out", "o"], "bad cluster 'local:0': local:N needs N >= 1"),
+    (["--resume", "o"], "cannot resume o: no o/results.jsonl"),
+    (["--resume", "o", "--out", "p"], "--resume o with --out p: a resumed sweep writes "
+     "into its own directory"),
+    ([], "--out DIR is required (or --resume DIR to continue a sweep)"),
+])
+def test_bad_sweep_options_are_one_line_and_exit_2(args, needle, tmp_path, monkeypatch,
+                                                     capsys):
+    from tierlab.cli import main
+    monkeypatch.chdir(tmp_path)
+    if "--out" not in args and "--resume" not in args and args:
+        args = args + ["--out", "o"]
+    assert main(["compare", "--scale", "1/256", "--workloads", "gups:uniform",
+                 "--policies", "static", *args]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1, err
