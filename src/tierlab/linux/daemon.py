@@ -55,11 +55,11 @@ class Daemon:
 
     def run(self) -> dict:
         sim = self.sim
-        sim.policy.attach(sim)
         next_report = self.interval
-        self._report(0.0)
         try:
-            while self.stop_reason is None:
+            attached = self._guarded(lambda: sim.policy.attach(sim))
+            self._report(0.0)
+            while attached and self.stop_reason is None:
                 if not sim.kernel.alive():
                     self.request_stop("target exited")
                     break
@@ -89,8 +89,8 @@ class Daemon:
 
     def _guarded(self, fn) -> bool:
         """fn(); False (and the stop reason set) if the target exited meanwhile: a
-        vanished process makes move_pages fail with EINVAL or ESRCH and /proc reads
-        with ENOENT, which are then not errors."""
+        vanished or exiting process makes move_pages fail with EINVAL or ESRCH, DAMON
+        and /proc reads with ENOENT, which are then not errors."""
         try:
             fn()
         except (TierlabError, OSError):

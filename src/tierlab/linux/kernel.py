@@ -1,6 +1,7 @@
 """`KernelOps` on the running kernel: /proc, move_pages(2), node meminfo, DAMON sysfs."""
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -20,7 +21,8 @@ class RealKernel(KernelOps):
     """One target process on this machine.
 
     `bw_limit`: migration bandwidth cap in bytes/s (token bucket in
-    `syscalls.move_pages_batched`), None for none.
+    `syscalls.move_pages_batched`), None for none. Once the target has exited (found
+    when a call fails), it has no mappings and no pages: the run ends normally.
     """
 
     def __init__(self, pid: int, topo: topology.Topology, bw_limit: float | None = None,
@@ -30,17 +32,28 @@ class RealKernel(KernelOps):
         self.idle_page_tracking = procfs.idle_page_tracking_available(root)
 
     def vmas(self):
-        return [(v.start, v.end) for v in procfs.anon_writable(procfs.read_maps(self.pid))]
+        try:
+            maps = procfs.read_maps(self.pid)
+        except procfs.TargetExited:
+            return []
+        return [(v.start, v.end) for v in procfs.anon_writable(maps)]
 
     def query(self, va: np.ndarray) -> np.ndarray:
         out = np.empty(len(va), dtype=np.int32)
-        for s in range(0, len(va), QUERY_BATCH):
-            out[s:s + QUERY_BATCH] = syscalls.move_pages(self.pid, va[s:s + QUERY_BATCH], None)
+        try:
+            for s in range(0, len(va), QUERY_BATCH):
+                out[s:s + QUERY_BATCH] = syscalls.move_pages(self.pid, va[s:s + QUERY_BATCH],
+                                                             None)
+        except procfs.TargetExited:
+            out[:] = -errno.ENOENT
         return out
 
     def move(self, va: np.ndarray, node: int) -> np.ndarray:
-        return syscalls.move_pages_batched(self.pid, va, node, batch=self.batch,
-                                           bw_limit_bytes_s=self.bw_limit).status
+        try:
+            return syscalls.move_pages_batched(self.pid, va, node, batch=self.batch,
+                                               bw_limit_bytes_s=self.bw_limit).status
+        except procfs.TargetExited:
+            return np.full(len(va), -errno.ENOENT, dtype=np.int32)
 
     def free_pages(self) -> dict[int, int]:
         return {n: b // PAGE for n, b in topology.refresh_free(self.topo, self.root).items()}

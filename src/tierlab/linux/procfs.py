@@ -37,13 +37,23 @@ MIGRATION_COUNTERS = ("pgpromote_success", "pgdemote_kswapd", "pgdemote_direct",
                       "numa_pages_migrated", "numa_hint_faults")
 
 
+class TargetExited(TierlabError):
+    """The target process exited (or is exiting: its memory is gone) during a call: the
+    normal end of a run, not a failure."""
+
+
+#: PF_EXITING in /proc/PID/stat's flags: set as a task starts exiting, before its mm
+#: goes (do_exit), so move_pages then fails with EINVAL, not ESRCH
+PF_EXITING = 0x4
+
+
 def _proc(pid, name: str) -> Path:
     return Path(f"/proc/{pid}/{name}")
 
 
 def _proc_error(pid, path: Path, e: OSError) -> TierlabError:
     if isinstance(e, FileNotFoundError) or not Path(f"/proc/{pid}").exists():
-        return TierlabError(f"no process {pid}")
+        return TargetExited(f"no process {pid}")
     if isinstance(e, PermissionError):
         return TierlabError(f"not permitted to read {path}: run as root")
     return TierlabError(f"cannot read {path}: {e.strerror}")
@@ -335,13 +345,14 @@ def read_idle(pfns, bitmap="/" + IDLE_BITMAP,
 
 
 def pid_alive(pid) -> bool:
-    """True if process `pid` exists and is not a zombie (/proc/PID/stat state)."""
+    """True if process `pid` exists, is not a zombie and is not exiting (/proc/PID/stat
+    state and flags)."""
     try:
         stat = _proc(pid, "stat").read_text()
     except OSError:
         return False
-    state = stat[stat.rfind(")") + 2:stat.rfind(")") + 3]
-    return state not in ("Z", "X", "x")
+    fields = stat[stat.rfind(")") + 2:].split()
+    return fields[0] not in ("Z", "X", "x") and not int(fields[6]) & PF_EXITING
 
 
 def process_name(pid) -> str:

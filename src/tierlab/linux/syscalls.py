@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import TierlabError
+from .procfs import TargetExited, pid_alive
 from .topology import Topology, format_list, node_kind, parse_list
 
 _NR = {"x86_64": {"move_pages": 279, "set_mempolicy": 238, "mbind": 237, "get_mempolicy": 239},
@@ -129,7 +130,9 @@ def move_pages(pid: int, addrs, nodes=None, flags: int = MPOL_MF_MOVE) -> np.nda
 
 def _move_error(pid: int, err: int, nodes, flags: int) -> TierlabError:
     if err == errno.ESRCH:
-        return TierlabError(f"no process {pid}")
+        return TargetExited(f"no process {pid}")
+    if err == errno.EINVAL and not pid_alive(pid):
+        return TargetExited(f"process {pid} exited during move_pages")
     if err == errno.EPERM:
         return TierlabError(f"not permitted to move pages of {pid}: run as root")
     asked = [] if nodes is None else np.unique(nodes).tolist()
