@@ -28,7 +28,7 @@ def run_cli(*args):
     (["run", "--workload", "gups:hotset,hot=lots"], "bad"),
     (["run", "--workload", "gups:hotset,bogus=1"], "unknown parameter 'bogus'"),
     (["run", "--workload", "gups:nosuch"], "nosuch"),
-    (["run", "--machine", "optane-2tier:dram=abc"], "bad size 'abc'"),
+    (["run", "--machine", "optane-2tier:dram=abc"], "bad optane-2tier dram 'abc'"),
     (["run", "--workload", "gups:uniform,size=4TiB"], "but machine optane-2tier has"),
     (["run", "--workload", "masim:/nonexistent.cfg"], "nonexistent"),
     (["run", "--workload", "trace:/nonexistent.npz"], "nonexistent"),

@@ -1,8 +1,9 @@
 """User-facing errors: one clear line, exit status 2 (DESIGN.md, CLI contract)."""
 
 
-class TierlabError(Exception):
-    """A bad name, value or file given by the user. The CLI prints it and exits 2."""
+class TierlabError(ValueError):
+    """A bad name, value or file given by the user. The CLI prints it and exits 2; API
+    callers can catch it as a ValueError."""
 
 
 def choices_error(kind: str, value: str, valid) -> TierlabError:

@@ -120,7 +120,14 @@ def load_toml(path: str, what: str) -> dict:
     p = Path(path)
     if not p.exists():
         raise TierlabError(f"{what} file {path!r} not found")
+    if p.is_dir():
+        raise TierlabError(f"{what} file {path!r} is a directory")
     try:
-        return tomllib.loads(p.read_text())
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise TierlabError(f"{what} file {path}: not TOML (binary data, not UTF-8 text)") \
+            from None
+    except OSError as e:
+        raise TierlabError(f"{what} file {path}: cannot read: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise TierlabError(f"{what} file {path}: malformed TOML: {e}") from None

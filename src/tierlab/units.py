@@ -1,6 +1,8 @@
 """Sizes, durations and the base page size."""
 from __future__ import annotations
 
+import math
+import numbers
 import re
 
 from .errors import TierlabError
@@ -11,29 +13,42 @@ CACHELINE = 64  #: bytes moved per memory access
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([kKmMgGtTpP]?)(i?)([bB]?)\s*$")
 _MULT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+MAX_SIZE = 1 << 60  #: 1 EiB: the largest size or bandwidth tierlab accepts
 
 
 def parse_size(text, what: str = "size") -> int:
     """Parse '64GiB', '4G', '512MB', '4096' into bytes (binary multiples, as numactl does)."""
-    if isinstance(text, (int, float)):
-        if text < 0:
+    if isinstance(text, numbers.Real) and not isinstance(text, bool):
+        if not text >= 0:
             raise TierlabError(f"bad {what} {text!r}: must be >= 0")
-        return int(text)
-    m = _SIZE.match(str(text))
-    if not m:
-        raise TierlabError(f"bad {what} {text!r}: expected a size such as 4GiB, 512MiB or 4096")
-    return int(float(m.group(1)) * _MULT[m.group(2).lower()])
+        value = text
+    else:
+        m = _SIZE.match(str(text))
+        if not m:
+            raise TierlabError(f"bad {what} {text!r}: expected a size such as 4GiB, 512MiB "
+                               "or 4096")
+        value = float(m.group(1)) * _MULT[m.group(2).lower()]
+    if value > MAX_SIZE:
+        raise TierlabError(f"bad {what} {text!r}: must be at most 1EiB")
+    return int(value)
 
 
 def parse_duration(text, what: str = "duration") -> float:
-    """Parse '10ms', '1s', '2.5min', '150' (seconds) into seconds."""
-    if isinstance(text, (int, float)):
-        return float(text)
-    m = re.match(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|ms|s|min|h)?\s*$", str(text))
-    if not m:
-        raise TierlabError(f"bad {what} {text!r}: expected a duration such as 10ms, 1s or 2min")
-    mult = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0, "min": 60.0, "h": 3600.0}
-    return float(m.group(1)) * mult[m.group(2)]
+    """Parse '10ms', '1s', '2.5min', '150' (seconds) into seconds (finite, >= 0)."""
+    if isinstance(text, numbers.Real) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = re.match(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|ms|s|min|h)?\s*$",
+                     str(text))
+        if not m:
+            raise TierlabError(f"bad {what} {text!r}: expected a duration such as 10ms, 1s "
+                               "or 2min")
+        mult = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0, "min": 60.0,
+                "h": 3600.0}
+        value = float(m.group(1)) * mult[m.group(2)]
+    if not 0 <= value < math.inf:
+        raise TierlabError(f"bad {what} {text!r}: must be a finite duration >= 0")
+    return value
 
 
 def fmt_size(nbytes: float) -> str:

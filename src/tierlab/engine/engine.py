@@ -169,7 +169,8 @@ class PolicyView:
         # the Linux backend's (absent here: AttributeError, as getattr expects)
         "real", "kernel", "note",
     ))
-    TRUTH = frozenset(("timeline", "source", "workload", "true_field", "teleport"))
+    TRUTH = frozenset(("timeline", "source", "workload", "true_field", "teleport",
+                       "predict"))
 
     __slots__ = ("_guarded_backend", "_trusted", "_owner")
 
@@ -537,21 +538,31 @@ class Simulation(PolicyBackend):
     def throughput(self) -> float:
         if self._x_dirty:
             w = self.workload
-            bg = (self._copy / 1.0) / np.asarray(self._bw_r)  # tau = 1 s
             if self.cache is not None:  # memory mode: (DRAM cache, slow memory)
+                bg = (self._copy / 1.0) / np.asarray(self._bw_r)  # tau = 1 s
                 d = self.cache.devices(self._lat_r[0], self._lat_w[0], self._bw_r[0],
                                        self._bw_w[0])
                 dev = (d["reads"], d["writes"], d["lat_r"], d["lat_w"], d["bw_r"],
                        d["bw_w"], [0.0, float(bg.sum())])
                 extra = d["extra_w"]
+                self._x, self._util, _ = solve_throughput(
+                    *dev, w.compute_ns, w.mlp, self.threads, w.access_bytes, extra)
             else:
-                dev = (self._reads.tolist(), self._writes.tolist(), self._lat_r,
-                       self._lat_w, self._bw_r, self._bw_w, bg.tolist())
-                extra = None
-            self._x, self._util, _ = solve_throughput(*dev, w.compute_ns, w.mlp,
-                                                      self.threads, w.access_bytes, extra)
+                self._x, self._util = self.predict(self._reads, self._writes)
             self._x_dirty = False
         return self._x
+
+    def predict(self, reads, writes):
+        """(throughput, per-node utilisation) the closed loop would reach with `reads`
+        and `writes` (accesses per unit of work on each node) under this run's devices
+        and background traffic: the oracle's what-if (TRUTH: it needs the workload's
+        compute time)."""
+        w = self.workload
+        bg = (self._copy / 1.0) / np.asarray(self._bw_r)  # tau = 1 s
+        x, util, _ = solve_throughput(list(reads), list(writes), self._lat_r, self._lat_w,
+                                      self._bw_r, self._bw_w, bg.tolist(), w.compute_ns,
+                                      w.mlp, self.threads, w.access_bytes)
+        return x, util
 
     def _advance(self, t: float, x: float) -> None:
         dt = t - self.now
@@ -591,6 +602,11 @@ class Simulation(PolicyBackend):
         nxt_t = next(timed, None)
         x0 = self.throughput()
         est = w.total_work / x0 if x0 > 0 else 1.0
+        if est > self.max_sim_seconds:
+            raise TierlabError(f"{w.name} would run about {est:.3g} simulated seconds at its "
+                               f"starting throughput ({x0:.3g} {w.work_unit}/s), more than "
+                               f"{self.max_sim_seconds:g}: check the machine's latencies and "
+                               "bandwidths and the workload's work")
         metric_dt = max(est / self._metric_points, 1e-3)
         next_metric = 0.0
         self._record()

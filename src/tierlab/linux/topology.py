@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import TierlabError
-from ..units import fmt_size
+from ..units import PAGE, fmt_size
 
 NODE_DIR = "sys/devices/system/node"
 TIER_DIR = "sys/devices/virtual/memory_tiering"
@@ -355,8 +355,9 @@ def _sockets(topo: Topology) -> dict[int, int]:
 
 def to_machine(topo: Topology, name: str = "host"):
     """A simulator Machine with one tier per node: tier i is `topo.nodes[i]` (node ids
-    map to tier indices in id order), capacity MemTotal, HMAT figures where known and
-    the presets' figures for the node's kind elsewhere; demotion = `tier_order`."""
+    map to tier indices in id order), capacity MemTotal (a page if none), HMAT figures
+    where known and the presets' figures for the node's kind elsewhere; demotion =
+    `tier_order`."""
     from ..machines.machine import Machine, Tier
 
     defaults = _defaults()
@@ -368,7 +369,7 @@ def to_machine(topo: Topology, name: str = "host"):
         base = defaults[kind]
         h = n.hmat or Hmat()
         tiers.append(Tier(
-            f"node{n.id}", kind, n.total_bytes,
+            f"node{n.id}", kind, max(n.total_bytes, PAGE),
             h.read_latency_ns or base.read_lat_ns,
             h.write_latency_ns or h.read_latency_ns or base.write_lat_ns,
             h.read_bw or base.read_bw, h.write_bw or h.read_bw or base.write_bw,

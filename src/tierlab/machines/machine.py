@@ -7,6 +7,7 @@ from pathlib import Path
 from ..errors import TierlabError
 from ..registry import Registry, Spec, load_toml
 from ..units import PAGE, fmt_size, parse_duration, parse_size
+from ..workloads._common import parse_bytes, parse_number
 
 MACHINES: Registry = Registry("machine")
 
@@ -31,6 +32,24 @@ class Tier:
     write_bw: float
     socket: int = 0
     has_cpus: bool = True
+
+    def __post_init__(self):
+        """Check every figure (one-line errors naming the tier and key); sizes may be
+        given as text ('64GiB')."""
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise TierlabError(f"bad tier name {self.name!r}: expected a non-empty string")
+        w = f"tier {self.name!r}"
+        if self.kind not in KINDS:
+            raise TierlabError(f"{w}: bad kind {self.kind!r}; valid: {', '.join(KINDS)}")
+        put = object.__setattr__
+        put(self, "capacity", parse_bytes(self.capacity, f"{w} capacity", minimum=PAGE))
+        for k in ("read_lat_ns", "write_lat_ns"):
+            put(self, k, parse_number(getattr(self, k), f"{w} {k}", lo=0.0, lo_open=True))
+        for k in ("read_bw", "write_bw"):
+            put(self, k, float(parse_bytes(getattr(self, k), f"{w} {k}")))
+        put(self, "socket", parse_number(self.socket, f"{w} socket", lo=0, integer=True))
+        if not isinstance(self.has_cpus, bool):
+            raise TierlabError(f"bad {w} has_cpus {self.has_cpus!r}; valid: true, false")
 
     @property
     def capacity_pages(self) -> int:
@@ -66,6 +85,8 @@ class CacheSpec:
         if self.size < FRAMES[self.frame]:
             raise TierlabError(f"bad DRAM cache size {self.size}: smaller than one "
                                f"{self.frame} frame")
+        for k in ("read_lat_ns", "write_lat_ns", "read_bw", "write_bw"):
+            parse_number(getattr(self, k), f"dram_cache {k}", lo=0.0, lo_open=True)
 
     @property
     def frame_pages(self) -> int:
@@ -110,6 +131,32 @@ class Machine:
     dram_cache: CacheSpec | None = None
 
     def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise TierlabError(f"bad machine name {self.name!r}: expected a non-empty string")
+        if not 1 <= len(self.tiers) <= 8:
+            raise TierlabError(f"machine {self.name!r}: needs 1 to 8 tiers")
+        names = [t.name for t in self.tiers]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise TierlabError(f"machine {self.name!r}: tier name(s) {', '.join(dup)} used "
+                               "twice; each tier needs its own name")
+        self.cpu_socket = parse_number(self.cpu_socket, "cpu_socket", lo=0, integer=True)
+        sockets = sorted({t.socket for t in self.tiers})
+        if self.cpu_socket not in sockets:
+            raise TierlabError(f"bad cpu_socket {self.cpu_socket}: no tier is on it; valid: "
+                               f"{', '.join(map(str, sockets))}")
+        self.remote_lat_factor = parse_number(self.remote_lat_factor, "remote_lat_factor",
+                                              lo=0.0, lo_open=True)
+        self.migrate_bw = parse_number(self.migrate_bw, "migrate_bw", lo=0.0, lo_open=True)
+        self.cores_per_socket = parse_number(self.cores_per_socket, "cores_per_socket",
+                                             lo=0.0, lo_open=True)
+        for k in ("tlb_shootdown_s", "hint_fault_s"):
+            setattr(self, k, parse_number(getattr(self, k), k[:-2], lo=0.0, hi=1.0))
+        if isinstance(self.demotion, (str, bytes)) or not hasattr(self.demotion, "__iter__"):
+            raise TierlabError(f"bad demotion {self.demotion!r}: expected a list of node "
+                               "indices, fastest first, such as [0, 1]")
+        self.demotion = [parse_number(x, "demotion node", integer=True)
+                         for x in self.demotion]
         if not self.demotion:
             self.demotion = sorted(range(len(self.tiers)),
                                    key=lambda i: self.read_latency_ns(i))
@@ -117,8 +164,6 @@ class Machine:
             raise TierlabError(
                 f"machine {self.name!r}: demotion path {self.demotion} must list every node "
                 f"0..{len(self.tiers) - 1} once")
-        if not 1 <= len(self.tiers) <= 8:
-            raise TierlabError(f"machine {self.name!r}: needs 1 to 8 tiers")
 
     @property
     def nnodes(self) -> int:
@@ -181,84 +226,95 @@ class Machine:
         return f"{self.name}: " + ", ".join(parts)
 
 
+TIER_KEYS = ("name", "kind", "capacity", "read_lat_ns", "write_lat_ns", "read_bw",
+             "write_bw", "socket", "has_cpus")
+MACHINE_KEYS = ("name", "description", "cpu_socket", "cores_per_socket",
+                "remote_lat_factor", "migrate_bw", "tlb_shootdown", "hint_fault", "demotion",
+                "watermarks")
+
+
+def _table(d: dict, key: str, valid) -> dict:
+    """The TOML table `key` of d (empty if absent), with no keys outside `valid`."""
+    t = d.get(key, {})
+    if not isinstance(t, dict):
+        raise TierlabError(f"bad {key} {t!r}: expected a [{key}] table")
+    unknown = set(t) - set(valid)
+    if unknown:
+        raise TierlabError(f"[{key}]: unknown key(s) {', '.join(sorted(unknown))}; "
+                           f"valid: {', '.join(valid)}")
+    return t
+
+
 def machine_from_dict(d: dict, source: str) -> Machine:
     """Build a Machine from a TOML table (see docs/machines.md for the schema)."""
-    try:
-        tiers_in = d["tier"]
-    except KeyError:
-        raise TierlabError(f"{source}: no [[tier]] tables") from None
-    tiers = []
-    for i, t in enumerate(tiers_in):
-        where = f"{source}: tier {i}"
-        missing = [k for k in ("name", "capacity", "read_lat_ns", "read_bw") if k not in t]
-        if missing:
-            raise TierlabError(f"{where}: missing {', '.join(missing)}")
-        kind = t.get("kind", "dram")
-        if kind not in KINDS:
-            raise TierlabError(f"{where}: bad kind {kind!r}; valid: {', '.join(KINDS)}")
-        unknown = set(t) - {"name", "kind", "capacity", "read_lat_ns", "write_lat_ns",
-                            "read_bw", "write_bw", "socket", "has_cpus"}
-        if unknown:
-            raise TierlabError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-        try:
-            tiers.append(Tier(
-                name=str(t["name"]), kind=kind,
-                capacity=parse_size(t["capacity"], f"capacity of tier {t['name']}"),
-                read_lat_ns=float(t["read_lat_ns"]),
-                write_lat_ns=float(t.get("write_lat_ns", t["read_lat_ns"])),
-                read_bw=float(parse_size(t["read_bw"], "read_bw")),
-                write_bw=float(parse_size(t.get("write_bw", t["read_bw"]), "write_bw")),
-                socket=int(t.get("socket", 0)), has_cpus=bool(t.get("has_cpus", True))))
-        except (TypeError, ValueError) as e:
-            raise TierlabError(f"{where}: {e}") from None
-    m = d.get("machine", {})
-    kw = {}
-    for k in ("cpu_socket", "cores_per_socket"):
-        if k in m:
-            kw[k] = int(m[k])
-    if "remote_lat_factor" in m:
-        kw["remote_lat_factor"] = float(m["remote_lat_factor"])
-    if "migrate_bw" in m:
-        kw["migrate_bw"] = float(parse_size(m["migrate_bw"], "migrate_bw"))
-    for k in ("tlb_shootdown", "hint_fault"):
-        if k in m:
-            kw[k + "_s"] = parse_duration(m[k], k)
-    if "demotion" in m:
-        kw["demotion"] = [int(x) for x in m["demotion"]]
-    if "watermarks" in m:
-        try:
-            wm = tuple(float(x) for x in m["watermarks"])
-        except (TypeError, ValueError):
-            wm = ()
-        if len(wm) != 3 or not 0 <= wm[0] <= wm[1] <= wm[2] < 0.5:
-            raise TierlabError(f"{source}: watermarks {m['watermarks']!r}: expected "
-                               "[min, low, high] fractions with 0 <= min <= low <= high < 0.5")
-        kw["watermarks"] = wm
-    if "dram_cache" in d:
-        kw["dram_cache"] = cache_from_dict(d["dram_cache"], source)
-    return Machine(name=str(m.get("name", Path(source).stem)), tiers=tiers,
-                   description=str(m.get("description", "")), **kw)
-
-
-def cache_from_dict(c: dict, source: str) -> CacheSpec:
-    """The [dram_cache] table: size, frame, read_lat_ns, write_lat_ns, read_bw, write_bw."""
-    where = f"{source}: dram_cache"
-    unknown = set(c) - {"size", "frame", "read_lat_ns", "write_lat_ns", "read_bw", "write_bw"}
+    unknown = set(d) - {"machine", "tier", "dram_cache"}
     if unknown:
-        raise TierlabError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-    if "size" not in c:
-        raise TierlabError(f"{where}: missing size")
+        raise TierlabError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}; "
+                           "valid: machine, tier, dram_cache")
+    tiers_in = d.get("tier")
+    if tiers_in is None:
+        raise TierlabError(f"{source}: no [[tier]] tables")
+    if not isinstance(tiers_in, list) or not all(isinstance(t, dict) for t in tiers_in):
+        raise TierlabError(f"{source}: bad tier {tiers_in!r}: expected [[tier]] tables")
     try:
-        kw = {"size": parse_size(c["size"], "dram_cache size"),
-              "frame": str(c.get("frame", "4KiB"))}
-        for k in ("read_lat_ns", "write_lat_ns"):
-            if k in c:
-                kw[k] = float(c[k])
-        for k in ("read_bw", "write_bw"):
-            if k in c:
-                kw[k] = float(parse_size(c[k], k))
-    except (TypeError, ValueError) as e:
-        raise TierlabError(f"{where}: {e}") from None
+        m = _table(d, "machine", MACHINE_KEYS)
+        tiers = []
+        for i, t in enumerate(tiers_in):
+            missing = [k for k in ("name", "capacity", "read_lat_ns", "read_bw") if k not in t]
+            if missing:
+                raise TierlabError(f"tier {i}: missing {', '.join(missing)}")
+            unknown = set(t) - set(TIER_KEYS)
+            if unknown:
+                raise TierlabError(f"tier {i}: unknown key(s) {', '.join(sorted(unknown))}; "
+                                   f"valid: {', '.join(TIER_KEYS)}")
+            tiers.append(Tier(
+                name=str(t["name"]), kind=t.get("kind", "dram"), capacity=t["capacity"],
+                read_lat_ns=t["read_lat_ns"], write_lat_ns=t.get("write_lat_ns",
+                                                                 t["read_lat_ns"]),
+                read_bw=t["read_bw"], write_bw=t.get("write_bw", t["read_bw"]),
+                socket=t.get("socket", 0), has_cpus=t.get("has_cpus", True)))
+        kw = {k: m[k] for k in ("cpu_socket", "cores_per_socket", "remote_lat_factor",
+                                "demotion") if k in m}
+        if "migrate_bw" in m:
+            kw["migrate_bw"] = float(parse_size(m["migrate_bw"], "migrate_bw"))
+        for k in ("tlb_shootdown", "hint_fault"):
+            if k in m:
+                kw[k + "_s"] = parse_duration(m[k], k)
+        if "watermarks" in m:
+            kw["watermarks"] = _watermarks(m["watermarks"])
+        if "dram_cache" in d:
+            kw["dram_cache"] = cache_from_dict(d)
+        return Machine(name=str(m.get("name", Path(source).stem)), tiers=tiers,
+                       description=str(m.get("description", "")), **kw)
+    except TierlabError as e:
+        raise TierlabError(f"{source}: {e}") from None
+
+
+def _watermarks(value) -> tuple:
+    try:
+        wm = tuple(float(x) for x in value)
+    except (TypeError, ValueError):
+        wm = ()
+    if len(wm) != 3 or not 0 <= wm[0] <= wm[1] <= wm[2] < 0.5:
+        raise TierlabError(f"bad watermarks {value!r}: expected [min, low, high] fractions "
+                           "with 0 <= min <= low <= high < 0.5")
+    return wm
+
+
+CACHE_KEYS = ("size", "frame", "read_lat_ns", "write_lat_ns", "read_bw", "write_bw")
+
+
+def cache_from_dict(d: dict) -> CacheSpec:
+    """The [dram_cache] table of d: size, frame, read_lat_ns, write_lat_ns, read_bw,
+    write_bw."""
+    c = _table(d, "dram_cache", CACHE_KEYS)
+    if "size" not in c:
+        raise TierlabError("[dram_cache]: missing size")
+    kw = {"size": parse_size(c["size"], "dram_cache size"),
+          "frame": str(c.get("frame", "4KiB"))}
+    kw.update({k: c[k] for k in ("read_lat_ns", "write_lat_ns") if k in c})
+    kw.update({k: float(parse_size(c[k], f"dram_cache {k}")) for k in ("read_bw", "write_bw")
+               if k in c})
     return CacheSpec(**kw)
 
 

@@ -28,7 +28,8 @@ def _optane(name, cap, socket=0):
 def optane_2tier(dram="32GiB", optane="256GiB"):
     """One socket, DRAM + Optane in app-direct mode (HeMem's setup, scaled)."""
     return Machine("optane-2tier",
-                   [_dram("dram", parse_size(dram)), _optane("optane", parse_size(optane))],
+                   [_dram("dram", parse_size(dram, "optane-2tier dram")),
+                    _optane("optane", parse_size(optane, "optane-2tier optane"))],
                    demotion=[0, 1], description="1 socket: DRAM + Optane")
 
 
@@ -38,7 +39,7 @@ def optane_4tier(dram="16GiB", optane="128GiB"):
     local Optane -> remote Optane. DRAM is sized so the workloads' footprints exceed all
     of it: IDT's 96-110 GB RSS against its DRAM, here the 64 GiB default workloads
     against 2 x 16 GiB, so three tiers are in use."""
-    d, o = parse_size(dram), parse_size(optane)
+    d, o = parse_size(dram, "optane-4tier dram"), parse_size(optane, "optane-4tier optane")
     return Machine("optane-4tier",
                    [_dram("dram0", d, 0), _dram("dram1", d, 1),
                     _optane("optane0", o, 0), _optane("optane1", o, 1)],
@@ -49,9 +50,9 @@ def optane_4tier(dram="16GiB", optane="128GiB"):
 def dram_cxl(dram="32GiB", cxl="128GiB"):
     """DRAM + a CPU-less CXL memory expander (TPP's setup)."""
     return Machine("dram-cxl",
-                   [_dram("dram", parse_size(dram)),
-                    Tier("cxl", "cxl", parse_size(cxl), 81.0 + 85, 86.0 + 85, 64 * GB, 64 * GB,
-                         0, False)],
+                   [_dram("dram", parse_size(dram, "dram-cxl dram")),
+                    Tier("cxl", "cxl", parse_size(cxl, "dram-cxl cxl"), 81.0 + 85, 86.0 + 85,
+                         64 * GB, 64 * GB, 0, False)],
                    demotion=[0, 1], description="DRAM + CPU-less CXL expander")
 
 
@@ -60,7 +61,8 @@ def optane_memory_mode(dram="32GiB", optane="256GiB", frame="4KiB"):
     """One socket, Optane in memory mode: the OS sees only the Optane capacity, and the
     DRAM is a direct-mapped cache in front of it, indexed by physical frame (Johnny
     Cache, OSDI'23: 2 MiB slots with huge pages, `frame=2MiB`; 4 KiB otherwise)."""
-    d = parse_size(dram)
-    return Machine("optane-memory-mode", [_optane("optane", parse_size(optane))],
+    d = parse_size(dram, "optane-memory-mode dram")
+    return Machine("optane-memory-mode",
+                   [_optane("optane", parse_size(optane, "optane-memory-mode optane"))],
                    demotion=[0], description="1 socket: Optane behind a DRAM cache",
                    dram_cache=CacheSpec(d, str(frame), 81.0, 86.0, 105 * GB, 80 * GB))

@@ -63,6 +63,8 @@ from ._common import common_params, parse_number, parse_scale
 
 RW_MODES = ("ro", "wo", "rw")
 DEFAULT_RW = "wo"  # masim.c: default_rw_mode = WRITE_ONLY
+#: the longest phase (about a day): longer ones would simulate for hours
+MAX_PHASE_MS = 1e8
 
 
 @dataclass
@@ -182,11 +184,11 @@ def parse_config(path) -> MasimConfig:
         no1, dur = para[1]
         try:
             ms = float(dur)
-            if not np.isfinite(ms) or ms < 0:
+            if not 0 <= ms <= MAX_PHASE_MS:
                 raise ValueError
         except ValueError:
             raise err(no1, f"bad duration {dur!r} for phase {pname!r}: expected "
-                           f"milliseconds >= 0") from None
+                           f"milliseconds from 0 to {MAX_PHASE_MS:.0e}") from None
         if len(para) < 3:
             raise err(no1, f"phase {pname!r} has no access pattern lines")
         ph = Phase(pname, ms, line=no0)

@@ -356,7 +356,7 @@ def from_pagegrind(path) -> TraceData:
     if not buf:
         raise TierlabError(f"pagegrind trace {path!r}: empty file")
     size = len(buf)
-    off, blocks, accesses, last_epoch = 0, [], [], -1
+    off, blocks, accesses, last_epoch, total = 0, [], [], -1, 0
     hsz, rsz = _PG_HDR.itemsize, _PG_REC.itemsize
     while off < size:
         i = len(blocks)
@@ -371,6 +371,10 @@ def from_pagegrind(path) -> TraceData:
         if epoch <= last_epoch:
             raise TierlabError(f"pagegrind trace {path!r}: epoch number {epoch} at byte {off} "
                                f"does not follow epoch {last_epoch}: corrupt")
+        total += acc
+        if total >= 2 ** 62:
+            raise TierlabError(f"pagegrind trace {path!r}: {acc} accesses announced by epoch "
+                               f"{epoch} at byte {off}: out of range (corrupt)")
         off += hsz
         if nrec > (size - off) // rsz:
             raise TierlabError(f"pagegrind trace {path!r}: truncated epoch {epoch} at byte "
