@@ -8,6 +8,9 @@
 from __future__ import annotations
 
 import json
+import numbers
+import os
+import tempfile
 from pathlib import Path
 from dataclasses import dataclass
 
@@ -18,6 +21,86 @@ from .policies import ALLOCS, POLICIES, AllocPolicy, Policy
 from .registry import Spec, load_toml
 from .reports.results import add_speedups
 from .workloads import WORKLOADS, Workload
+from .workloads._common import parse_number
+
+#: the smallest and largest --scale: below 1/65536 every workload fits in the 64-page
+#: floor of a scaled tier, leaving nothing to place
+MIN_SCALE, MAX_SCALE = 1 / 65536, 1024.0
+#: workloads named by their file: `x.cfg` is `masim:x.cfg`, `x.pg` and `x.npz` traces
+FILE_WORKLOADS = {".cfg": "masim", ".pg": "trace", ".npz": "trace"}
+
+
+def check_scale(scale) -> float:
+    """A miniature's scale factor, between 1/65536 and 1024."""
+    x = parse_number(scale, "scale")
+    if not MIN_SCALE <= x <= MAX_SCALE:
+        raise TierlabError(f"bad scale {scale!r}: must be between 1/65536 and 1024 (smaller "
+                           "miniatures fit every workload in a few pages: nothing to place)")
+    return x
+
+
+def check_seed(seed) -> int:
+    """A run's random seed: a whole number from 0 to 2**63-1."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) \
+            or not 0 <= seed < 2 ** 63:
+        raise TierlabError(f"bad seed {seed!r}: expected a whole number from 0 to 2**63-1")
+    return int(seed)
+
+
+def check_list(value, what: str) -> list:
+    """A non-empty list of names (a lone string is refused: it is not a list)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TierlabError(f"bad {what} {value!r}: expected a list such as [{value!r}]")
+    items = list(value)
+    if not items:
+        raise TierlabError(f"bad {what} []: expected at least one")
+    return items
+
+
+def check_baseline(baseline, policies) -> str:
+    """The policy speedups are normalised to (default: the first); one of `policies`."""
+    baseline = policies[0] if baseline is None else baseline
+    if baseline not in policies:
+        raise TierlabError(f"baseline {baseline!r} is not among --policies "
+                           f"({', '.join(map(str, policies))})")
+    return baseline
+
+
+def writable_file(path, what: str) -> Path:
+    """`path` as a file that can be written, checked before any work: not a directory,
+    in a directory that exists or can be made, writable. Nothing is truncated."""
+    p = Path(os.fspath(path))
+    if not str(path).strip():
+        raise TierlabError(f"bad {what} {str(path)!r}: expected a file name")
+    if p.is_dir():
+        raise TierlabError(f"bad {what} {str(path)!r}: is a directory, expected a file name")
+    existed = p.exists()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, "a"):
+            pass
+        if not existed:
+            p.unlink()
+    except OSError as e:
+        raise TierlabError(f"bad {what} {str(path)!r}: cannot write there "
+                           f"({e.strerror or e})") from None
+    return p
+
+
+def writable_dir(path, what: str) -> Path:
+    """`path` as a directory that exists or is made now and can be written to."""
+    p = Path(os.fspath(path))
+    if not str(path).strip():
+        raise TierlabError(f"bad {what} {str(path)!r}: expected a directory")
+    if p.exists() and not p.is_dir():
+        raise TierlabError(f"bad {what} {str(path)!r}: is a file, expected a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=p).close()
+    except OSError as e:
+        raise TierlabError(f"bad {what} {str(path)!r}: cannot write there "
+                           f"({e.strerror or e})") from None
+    return p
 
 
 def make_machine(m, scale: float = 1.0) -> Machine:
@@ -34,6 +117,10 @@ def workload_spec(text: str) -> Spec:
         hot = "4GiB"
     """
     if not text.endswith(".toml"):
+        head = text.split(",", 1)[0].strip()
+        kind = FILE_WORKLOADS.get(Path(head).suffix.lower())
+        if kind and head.split(":", 1)[0] not in WORKLOADS.names():
+            text = f"{kind}:{text.strip()}"
         return Spec.parse(text)
     d = load_toml(text, "workload")
     if "workload" not in d:
@@ -43,6 +130,12 @@ def workload_spec(text: str) -> Spec:
     if unknown:
         raise TierlabError(f"workload file {text}: unknown key(s) {', '.join(sorted(unknown))}"
                            "; valid: workload, variant, path, params")
+    for k in ("workload", "variant", "path"):
+        if k in d and not isinstance(d[k], str):
+            raise TierlabError(f"workload file {text}: bad {k} {d[k]!r}: expected a string")
+    if not isinstance(d.get("params", {}), dict):
+        raise TierlabError(f"workload file {text}: bad params {d['params']!r}: expected a "
+                           "[params] table")
     args = tuple(str(d[k]) for k in ("variant", "path") if k in d)
     params = {k.replace("-", "_"): str(v) for k, v in d.get("params", {}).items()}
     return Spec(str(d["workload"]), args, params)
@@ -72,6 +165,7 @@ def simulation(machine="optane-2tier", workload="gups:hotset", policy="static",
                alloc="dram-preferred", seed: int = 0, scale: float = 1.0,
                progress=None, migrate: str = "linux") -> Simulation:
     """Build a Simulation without running it (for notebooks and tests)."""
+    scale, seed = check_scale(scale), check_seed(seed)
     return Simulation(make_machine(machine, scale), make_workload(workload, scale, seed),
                       make_policy(policy), make_alloc(alloc), seed=seed, progress=progress,
                       costs=Costs.for_mover(migrate), scale=scale)
@@ -101,8 +195,7 @@ def run(machine="optane-2tier", workload="gups:hotset", policy="static",
             raise TierlabError(f"neither policy {policy!r} nor allocation policy {alloc!r} "
                                f"explains its decisions; valid: "
                                f"{', '.join(explaining_policies())}")
-        path = Path(explain)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = writable_file(explain, "explain file")
         with open(path, "w") as f:
             for p in who:
                 p.explain = lambda e: f.write(json.dumps(e) + "\n")
@@ -162,6 +255,12 @@ def _run_job(job: Job) -> dict:
                migrate=job.migrate)
 
 
+def count_runs(machines, workloads, policies, allocs, seeds) -> int:
+    """How many runs `jobs_for` would make, without making them."""
+    return len(machines) * len(expand_suites(workloads)) * len(policies) * len(allocs) \
+        * len(seeds)
+
+
 def jobs_for(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,),
              scale: float = 1.0, migrate: str = "linux") -> list[Job]:
     return [Job(m, w, p, a, s, scale, migrate) for m in machines
@@ -194,6 +293,14 @@ def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,
     `resume`: skip the runs already there. Inside `with tierlab.sweep.Sweep(...)`,
     without these three, runs go through that sweep (sweep.py)."""
     from .sweep import Sweep, active
+    machines, workloads, policies, allocs, seeds = (
+        check_list(v, k) for v, k in ((machines, "machines"), (workloads, "workloads"),
+                                      (policies, "policies"), (allocs, "allocs"),
+                                      (seeds, "seeds")))
+    seeds, scale = [check_seed(s) for s in seeds], check_scale(scale)
+    baseline = check_baseline(baseline, policies)
+    if jobs is not None:
+        jobs = parse_number(jobs, "jobs", lo=1, integer=True)
     todo = jobs_for(machines, workloads, policies, allocs, seeds, scale, migrate)
     validate(todo)
     sweep = active()
@@ -202,5 +309,5 @@ def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,
             results = sweep.run(todo, on_done)
     else:
         results = sweep.run(todo, on_done)
-    add_speedups(results, baseline or policies[0])
+    add_speedups(results, baseline, alloc=allocs[0])
     return results

@@ -27,6 +27,17 @@ err = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 170)
 
 
+#: compare refuses more runs than this without --yes
+MAX_RUNS = 10_000
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line and exit status 2, like every other error."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _scale(text: str) -> float:
     try:
         if "/" in text:
@@ -36,9 +47,30 @@ def _scale(text: str) -> float:
             v = float(text)
     except (ValueError, ZeroDivisionError):
         raise argparse.ArgumentTypeError(f"bad scale {text!r}: expected e.g. 0.125 or 1/8")
-    if not 0 < v <= 1024:
-        raise argparse.ArgumentTypeError(f"bad scale {text!r}: must be in (0, 1024]")
-    return v
+    try:
+        return api.check_scale(v)
+    except TierlabError as e:
+        raise argparse.ArgumentTypeError(str(e).replace(repr(v), repr(text), 1)) from None
+
+
+def _seed(text: str) -> int:
+    try:
+        return api.check_seed(int(text))
+    except (ValueError, TierlabError):
+        raise argparse.ArgumentTypeError(f"bad seed {text!r}: expected a whole number from 0 "
+                                         "to 2**63-1") from None
+
+
+def _number(what: str, **limits):
+    """An argparse type: a finite number within `limits` (parse_number's)."""
+    from .workloads._common import parse_number
+
+    def parse(text: str) -> float:
+        try:
+            return parse_number(text, what, **limits)
+        except TierlabError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return parse
 
 
 def _csv(text: str) -> list[str]:
@@ -67,17 +99,25 @@ def _looks_like_name(p: str) -> bool:
     from .policies import ALLOCS, POLICIES
     from .workloads import WORKLOADS
     head = p.split(":", 1)[0].strip()
-    return any(head in r.names() for r in (WORKLOADS, POLICIES, ALLOCS, MACHINES))
+    return any(head in r.names() for r in (WORKLOADS, POLICIES, ALLOCS, MACHINES)) \
+        or Path(head).suffix.lower() in api.FILE_WORKLOADS
 
 
-def _seeds(text: str) -> list[int]:
+def _seeds(text: str):
+    """0,1,2 or 0-4 (a range, not expanded: a count can be checked first)."""
     try:
         if "-" in text and "," not in text:
             a, b = text.split("-", 1)
-            return list(range(int(a), int(b) + 1))
-        return [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad seeds {text!r}: expected 0,1,2 or 0-4")
+            seeds = range(_seed(a.strip()), _seed(b.strip()) + 1)
+        else:
+            seeds = [_seed(x.strip()) for x in text.split(",")]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"bad seeds {text!r}: expected 0,1,2 or 0-4 "
+                                         "(whole numbers >= 0)") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"bad seeds {text!r}: empty range (the first seed "
+                                         "is above the last)")
+    return seeds
 
 
 def _progress():
@@ -88,6 +128,9 @@ def _progress():
 
 def cmd_run(a) -> int:
     a.scale = a.scale or 1.0
+    for flag in ("json", "explain"):
+        if getattr(a, flag) is not None:
+            api.writable_file(getattr(a, flag), f"--{flag}")
     with _progress() as prog:
         task = prog.add_task(f"{a.policy} on {a.workload}", total=1.0)
         rec = api.run(a.machine, a.workload, a.policy, a.alloc, a.seed, a.scale,
@@ -124,31 +167,38 @@ def _sweep(a):
 def cmd_compare(a) -> int:
     from .reports.plots import plot_all
     from .reports.results import write_results
-    from .reports.tables import results_table, summary_table
+    from .reports.tables import results_table, summary_table, tie_notes
     machines = a.machine
     if a.scale is None:
         a.scale = api.suite_scale(a.workloads) or 1.0
         if a.scale != 1.0:
             err.print(f"scale {a.scale:g}: the suite's default (--scale 1 for full size)")
-    baseline = a.baseline or a.policies[0]
-    if baseline not in a.policies:
-        raise TierlabError(f"baseline {baseline!r} is not among --policies "
-                           f"({', '.join(a.policies)})")
+    baseline = api.check_baseline(a.baseline, a.policies)
+    n = api.count_runs(machines, a.workloads, a.policies, a.allocs, a.seeds)
+    if n > MAX_RUNS and not a.yes:
+        raise TierlabError(f"{n:,} runs asked for (machines x workloads x policies x allocs "
+                           f"x seeds); more than {MAX_RUNS:,} needs --yes")
     todo = api.jobs_for(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale,
                         a.migrate)
     api.validate(todo)
+    if a.out is not None:
+        api.writable_dir(a.out, "--out")
     with _sweep(a) as sweep:
         err.print(f"[bold]{len(todo)} runs[/] on {sweep.where}")
         recs = api.compare(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale,
                            baseline, a.jobs, migrate=a.migrate)
     outdir = Path(a.out)
+    # several allocation policies: every run is compared with the baseline's first
+    label = baseline if len(a.allocs) == 1 else f"{baseline} ({a.allocs[0]})"
     for m in machines:
         rs = [r for r in recs if r["machine"] == m]
-        out.print(results_table(rs, baseline, title=f"{m} (scale {a.scale:g})"))
+        out.print(results_table(rs, label, title=f"{m} (scale {a.scale:g})"))
     if len({r["workload"] for r in recs}) > 1:
-        out.print(summary_table(recs, baseline))
+        out.print(summary_table(recs, label))
+    for line in tie_notes(recs):
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
     jp, cp = write_results(recs, outdir)
-    pngs = plot_all(recs, baseline, outdir)
+    pngs = plot_all(recs, label, outdir)
     out.print(f"wrote {jp}, {cp}, " + ", ".join(str(p) for p in pngs))
     return 0
 
@@ -159,6 +209,8 @@ def cmd_reproduce(a) -> int:
         raise TierlabError(f"unknown reproduction {a.name!r}; valid: "
                            f"{', '.join(REPRODUCTIONS)}")
     run = REPRODUCTIONS[a.name]
+    if a.out is not None:
+        api.writable_dir(a.out, "--out")
     wls = api.expand_suites(a.workloads)
     total = None
     if a.sensitivity:
@@ -183,6 +235,7 @@ def cmd_telemetry(a) -> int:
     from rich.table import Table
     from .reports.telemetry import run_telemetry, split_monitors, write_telemetry
     monitors = split_monitors(a.monitors)
+    api.writable_dir(a.out, "--out")
     with _progress() as prog:
         tasks = {n: prog.add_task(n, total=1.0) for n in monitors}
 
@@ -254,7 +307,10 @@ def cmd_nodes(a) -> int:
 
 
 def _real_opts(a) -> dict:
+    """The options of daemon and exec (an --out DIR is checked here, before any work)."""
     from .units import parse_duration, parse_size
+    if a.out is not None:
+        api.writable_dir(a.out, "--out")
     return dict(interval=parse_duration(a.interval, "--interval"),
                 duration=None if a.duration is None else parse_duration(a.duration,
                                                                         "--duration"),
@@ -288,7 +344,7 @@ See docs/linux.md.
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="tierlab", description="Tiered main memory placement: simulate, compare, "
         "run for real.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -328,7 +384,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--alloc", default="dram-preferred",
                    help="allocation policy: dram-preferred (default), dram-always, "
                    "pm-preferred, pm-always, alloc-auto")
-    r.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    r.add_argument("--seed", type=_seed, default=0, help="random seed (default: 0)")
     r.add_argument("--explain", metavar="FILE", help="write the policy's decisions, one "
                    "JSON line per interval: what it saw (IDT: free memory, the age "
                    "quartiles), what it chose (action, age_thres), its reward, and the "
@@ -359,6 +415,8 @@ def parser() -> argparse.ArgumentParser:
                    help="parallel processes (default: all cores); results do not "
                    "depend on it")
     c.add_argument("--out", help="output directory (required unless --resume)")
+    c.add_argument("--yes", action="store_true",
+                   help=f"run even more than {MAX_RUNS:,} runs")
     sweep_options(c)
     c.set_defaults(fn=cmd_compare)
 
@@ -408,10 +466,10 @@ def parser() -> argparse.ArgumentParser:
     te.add_argument("--machine", default=None,
                     help="machine preset or TOML file (default: optane-2tier with DRAM "
                     "holding the whole footprint)")
-    te.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    te.add_argument("--window", type=float, default=1.0,
+    te.add_argument("--seed", type=_seed, default=0, help="random seed (default: 0)")
+    te.add_argument("--window", type=_number("--window", lo=0.01), default=1.0,
                     help="seconds per precision/recall point (default: 1)")
-    te.add_argument("--hot-min", type=float, default=5.0,
+    te.add_argument("--hot-min", type=_number("--hot-min", lo=0.0), default=5.0,
                     help="hot: more than this many accessed 5 ms samples per 200 ms "
                     "aggregation, averaged over the window (default: 5, ATC'24)")
     te.add_argument("--truth", default="relative", choices=["relative", "sampled"],

@@ -9,6 +9,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .tables import short_name  # noqa: E402
+
 
 def _groups(records):
     workloads = list(dict.fromkeys(r["workload"] for r in records))
@@ -36,7 +38,7 @@ def plot_speedup(records, baseline, path: Path) -> Path:
         ax.bar(x + (i - (len(series) - 1) / 2) * width, ys, width,
                label=_label(pol, alloc, allocs))
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks(x, workloads, rotation=20, ha="right")
+    ax.set_xticks(x, [short_name(w) for w in workloads], rotation=20, ha="right")
     ax.set_ylabel(f"speedup over {baseline}")
     ax.legend(fontsize=8)
     ax.set_title("Throughput relative to the baseline")
@@ -60,7 +62,7 @@ def plot_timeseries(records, path: Path) -> Path:
             ax.plot(s["t"], s["throughput"], label=_label(r["policy"], r["alloc"], allocs),
                     lw=1.2)
             top = max(top, max(s["throughput"], default=0.0))
-        ax.set_title(w, fontsize=10)
+        ax.set_title(short_name(w), fontsize=10)
         ax.set_ylabel(f"{records[0].get('work_unit', 'ops')}/s")
         ax.set_ylim(0, top * 1.1 or 1.0)
     axes[-1, 0].set_xlabel("simulated seconds")
@@ -98,7 +100,7 @@ def plot_tier_share(records, path: Path) -> Path:
             bottom += shares[:, j]
         ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=7)
         ax.set_ylim(0, 1)
-        ax.set_title(w, fontsize=9)
+        ax.set_title(short_name(w), fontsize=9)
     for ax in axes.flat[len(workloads):]:
         ax.axis("off")
     for ax in axes[:, 0]:
@@ -133,7 +135,7 @@ def plot_share_over_time(records, path: Path) -> Path:
             if s["t"]:
                 ax.stackplot(s["t"], ys, labels=list(s["tier_share"]))
             ax.set_ylim(0, 1)
-            ax.set_title(f"{w}\n{_label(pol, alloc, allocs)}", fontsize=8)
+            ax.set_title(f"{short_name(w)}\n{_label(pol, alloc, allocs)}", fontsize=8)
     axes[0, -1].legend(fontsize=7, loc="lower right")
     for ax in axes[-1]:
         ax.set_xlabel("simulated s", fontsize=8)

@@ -25,8 +25,9 @@ def make_record(sim) -> dict:
     # memory mode: accesses by device (DRAM-cache hits, misses to the slow memory)
     names = list(cache.DEVICES) if cache is not None else [t.name for t in m.tiers]
     share = {n: float(acc[i] / tot) if tot else 0.0 for i, n in enumerate(names)}
-    slow = share[names[1]] if cache is not None else \
-        sum(share[m.tiers[i].name] for i in m.slow_nodes())
+    slow_tiers = [names[1]] if cache is not None else \
+        [m.tiers[i].name for i in m.slow_nodes()]
+    slow = sum(share[n] for n in slow_tiers)
     s = sim._series
     t = np.asarray(s["t"])
     work = np.asarray(s["work"])
@@ -51,6 +52,8 @@ def make_record(sim) -> dict:
         "throughput": float(sim.work / sim.now) if sim.now > 0 else 0.0,
         "tier_access_share": share,
         "slow_share": float(slow),
+        "slow_tiers": slow_tiers,
+        "fast_tier": names[0] if cache is not None else m.tiers[m.demotion[0]].name,
         "promotions": int(st.promotions),
         "demotions": int(st.demotions),
         "pingpong": int(st.pingpong),
@@ -87,12 +90,15 @@ def jsonable(x):
     return x
 
 
-def add_speedups(records: list[dict], baseline: str, by: str = "policy") -> None:
+def add_speedups(records: list[dict], baseline: str, by: str = "policy",
+                 alloc: str | None = None) -> None:
     """Set `speedup` = throughput / that of the record whose `by` ("policy" or "alloc")
-    is `baseline`, on the same machine, workload, seed and other of policy and alloc."""
-    keys = [k for k in ("machine", "workload", "policy", "alloc", "seed") if k != by]
+    is `baseline`, on the same machine, workload, seed and other of policy and alloc;
+    with `alloc` (by policy), the baseline runs under that allocation policy for all."""
+    keys = [k for k in ("machine", "workload", "policy", "alloc", "seed")
+            if k != by and not (alloc and k == "alloc")]
     base = {tuple(r[k] for k in keys): r["throughput"] for r in records
-            if r[by] == baseline}
+            if r[by] == baseline and (not alloc or r["alloc"] == alloc)}
     for r in records:
         b = base.get(tuple(r[k] for k in keys))
         r["speedup"] = r["throughput"] / b if b else None

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from rich.table import Table
 
@@ -12,24 +13,51 @@ def _num(x, fmt="{:.3g}"):
     return "-" if x is None else fmt.format(x)
 
 
+def short_name(spec: str) -> str:
+    """A workload spec as tables and plots show it: a file by its name, not its path
+    (trace:/long/path/x.pg,loop=2 is trace:x.pg,loop=2)."""
+    return ",".join(p if "=" in p else re.sub(r"[^:]*/", "", p) for p in spec.split(","))
+
+
 def results_table(records: list[dict], baseline: str | None = None, title: str = "") -> Table:
-    """One row per run: throughput, speedup over the baseline, slow-tier share, migrations."""
+    """One row per run: throughput, speedup over the baseline, share of accesses served
+    by the slow tiers (named in the header), migrations."""
     t = Table(title=title or None, show_lines=False)
+    slow = {"+".join(r["slow_tiers"]) for r in records if r.get("slow_tiers")}
     for col, just in (("workload", "left"), ("policy", "left"), ("alloc", "left"),
                       ("throughput", "right"), (f"speedup vs {baseline}" if baseline
                                                 else "speedup", "right"),
-                      ("slow share", "right"), ("promoted", "right"), ("demoted", "right"),
+                      (f"slow share ({slow.pop()})" if len(slow) == 1 else "slow share",
+                       "right"), ("promoted", "right"), ("demoted", "right"),
                       ("ping-pong", "right"), ("migrated", "right"), ("sim s", "right"),
                       ("wall s", "right")):
         t.add_column(col, justify=just)
     for r in records:
         unit = r.get("work_unit", "ops")
-        t.add_row(r["workload"], r["policy"], r["alloc"],
+        t.add_row(short_name(r["workload"]), r["policy"], r["alloc"],
                   f"{r['throughput']:.3g} {unit}/s", _num(r.get("speedup"), "{:.2f}x"),
                   f"{100 * r['slow_share']:.1f}%", f"{r['promotions']:,}",
                   f"{r['demotions']:,}", f"{r['pingpong']:,}", fmt_size(r["migrated_bytes"]),
                   f"{r['sim_seconds']:.1f}", f"{r['wall_seconds']:.1f}")
     return t
+
+
+def tie_notes(records: list[dict]) -> list[str]:
+    """One line per workload, machine and allocation policy on which every policy served
+    every access from the fastest tier: the footprint fits there, so the policies differ
+    only by their overheads."""
+    groups: dict = {}
+    for r in records:
+        groups.setdefault((r["machine"], r["workload"], r["alloc"]), []).append(r)
+    notes = []
+    for (m, w, a), rs in groups.items():
+        fast = rs[0].get("fast_tier")
+        if len({r["policy"] for r in rs}) > 1 and fast and all(
+                r["tier_access_share"].get(fast, 0.0) > 1 - 1e-9 for r in rs):
+            notes.append(f"note: {short_name(w)} ({fmt_size(rs[0]['footprint_bytes'])}) fits "
+                         f"in {fast}, the fastest tier of {m}: under {a} every policy ties "
+                         f"(all accesses there); use a larger workload or a smaller {fast}")
+    return notes
 
 
 def geomean_speedups(records: list[dict]) -> dict:

@@ -1,0 +1,387 @@
+"""Bad input of every kind issue 19 found is one line on stderr and exit status 2, never
+a traceback, a hang or a silently accepted value: hypothesis over names, sizes, TOML
+values and files, trace bytes, output paths and the Python API's arguments. The CLI
+runs in-process (`tierlab.cli.main`) so that each example costs milliseconds."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tierlab
+from tierlab.cli import MAX_RUNS, main
+from tierlab.errors import TierlabError
+from tierlab.machines.machine import CACHE_KEYS, MACHINE_KEYS, TIER_KEYS
+from tierlab.units import _SIZE
+from tierlab.workloads._common import _NUM
+from tierlab.workloads.trace import PG_MAGIC
+
+FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                       HealthCheck.too_slow])
+SMALL = "gups:hotset,size=64MiB,hot=8MiB"
+
+
+def cli(*args) -> tuple[int, str]:
+    """Exit status and stderr of `tierlab ARGS`, run in this process."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code
+    return code, err.getvalue()
+
+
+def one_line_error(*args, names=()) -> str:
+    code, err = cli(*args)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "error" in lines[0], (args, code, err)
+    assert "Traceback" not in err
+    for n in names:
+        assert str(n) in lines[0], (n, lines[0])
+    return lines[0]
+
+
+# -- values that can never be right ----------------------------------------------------
+printable = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12)
+huge = st.builds(lambda m, e, u: f"{m}e{e}{u}", st.integers(1, 9), st.integers(19, 500),
+                 st.sampled_from(["", "B", "GiB", "T"]))
+not_a_size = printable.filter(lambda s: not _SIZE.match(s))
+not_a_number = printable.filter(lambda s: not _NUM.match(s))
+non_finite = st.sampled_from([float("nan"), float("inf"), float("-inf")])
+negative = st.one_of(st.integers(max_value=-1), st.floats(max_value=-1e-9, allow_nan=False,
+                                                          allow_infinity=False))
+wrong_type = st.one_of(st.booleans(), st.lists(st.integers(0, 3), max_size=2),
+                       st.just({"a": 1}))
+bad_size = st.one_of(huge, not_a_size, negative, non_finite, wrong_type,
+                     st.integers(2 ** 61, 2 ** 63 - 1))
+bad_capacity = st.one_of(bad_size, st.integers(0, 4095))
+bad_bandwidth = st.one_of(bad_size, st.just(0))
+bad_positive = st.one_of(not_a_number, negative, non_finite, wrong_type, st.just(0))
+bad_index = st.one_of(not_a_number, negative, wrong_type, st.floats(0.1, 0.9))
+bad_duration = st.one_of(huge.map(lambda s: s.rstrip("BGiT") + "s"), negative, non_finite,
+                         wrong_type, st.floats(1.5, 1e300), printable.filter(
+                             lambda s: not re.match(r"^\s*[0-9.]", s)))
+BAD = {
+    "capacity": bad_capacity, "read_bw": bad_bandwidth, "write_bw": bad_bandwidth,
+    "read_lat_ns": bad_positive, "write_lat_ns": bad_positive, "socket": bad_index,
+    "has_cpus": st.one_of(printable, st.integers(), st.lists(st.booleans(), max_size=2)),
+    "kind": st.one_of(printable.filter(lambda s: s not in ("dram", "cxl", "optane", "nvm")),
+                      st.integers()),
+    "name": st.sampled_from(["", "  ", "DUP"]),
+    "cpu_socket": st.one_of(bad_index, st.integers(2, 99)),
+    "cores_per_socket": bad_positive, "remote_lat_factor": bad_positive,
+    "migrate_bw": bad_bandwidth, "tlb_shootdown": bad_duration, "hint_fault": bad_duration,
+    "demotion": st.one_of(st.integers(), printable, st.lists(printable, min_size=1, max_size=2),
+                          st.sampled_from([[0], [0, 0], [1, 2], [0, 1, 2]])),
+    "watermarks": st.one_of(st.integers(), st.sampled_from([[0.1], [0.3, 0.2, 0.1],
+                                                             [0, 0, 0.7], ["a", 0, 0]])),
+}
+
+
+def toml_value(v) -> str:
+    """v as a TOML value (strings, numbers, booleans, arrays, inline tables)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return {"nan": "nan", "inf": "inf", "-inf": "-inf"}.get(str(v), repr(v))
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return "{" + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + "}"
+
+
+def machine_toml(machine: dict, tiers: list[dict], top: str = "") -> str:
+    text = top + "[machine]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in machine.items())
+    for t in tiers:
+        text += "[[tier]]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in t.items())
+    return text
+
+
+def good_tiers():
+    return [{"name": "fast", "kind": "dram", "capacity": "2GiB", "read_lat_ns": 80,
+             "read_bw": "50GB", "socket": 0, "has_cpus": True},
+            {"name": "slow", "kind": "optane", "capacity": "16GiB", "read_lat_ns": 300,
+             "read_bw": "20GB", "socket": 0, "has_cpus": False}]
+
+
+def test_the_base_machine_file_runs(tmp_path):
+    p = tmp_path / "box.toml"
+    p.write_text(machine_toml({"name": "box"}, good_tiers()))
+    assert cli("run", "--machine", p, "--workload", SMALL, "--scale", "1/64")[0] == 0
+
+
+# -- sizes -------------------------------------------------------------------------------
+@FUZZ
+@given(value=st.one_of(huge, not_a_size, st.integers(2 ** 61, 2 ** 200).map(str)),
+       where=st.sampled_from(["machine", "gups size", "gups hot", "bw-limit", "masim"]))
+def test_bad_sizes(tmp_path, value, where):
+    v = value.replace(",", "").replace("=", "") or "x"
+    if where == "machine":
+        one_line_error("run", "--machine", f"optane-2tier:dram={v}", names=["dram"])
+    elif where.startswith("gups"):
+        key = where.split()[1]
+        one_line_error("run", "--workload", f"gups:hotset,{key}={v}", names=[key])
+    elif where == "bw-limit":
+        one_line_error("daemon", "--pid", os.getpid(), "--bw-limit", v, names=["--bw-limit"])
+    else:
+        cfg = tmp_path / "bad.cfg"
+        cfg.write_text(f"big, {v}\n\nonly\n1000\nbig, 1, 64, 1\n")
+        one_line_error("run", "--workload", cfg, names=[f"{cfg}:1"])
+
+
+# -- machine files -----------------------------------------------------------------------
+@FUZZ
+@given(key=st.sampled_from(sorted(k for k in BAD if k in TIER_KEYS)), data=st.data(),
+       tier=st.integers(0, 1))
+def test_bad_tier_values(tmp_path, key, data, tier):
+    tiers = good_tiers()
+    value = data.draw(BAD[key])
+    tiers[tier][key] = value
+    if value == "DUP":
+        tiers[1 - tier]["name"] = "DUP"
+    p = tmp_path / "box.toml"
+    p.write_text(machine_toml({"name": "box"}, tiers))
+    msg = one_line_error("run", "--machine", p, "--workload", SMALL, names=[p])
+    assert key in msg or "malformed TOML" in msg or "DUP" in msg, msg
+
+
+@FUZZ
+@given(key=st.sampled_from(sorted(k for k in BAD if k in MACHINE_KEYS)), data=st.data())
+def test_bad_machine_values(tmp_path, key, data):
+    value = data.draw(BAD[key].filter(lambda v: v != "DUP"))
+    p = tmp_path / "box.toml"
+    p.write_text(machine_toml({"name": "box", key: value} if key != "name" else {key: value},
+                              good_tiers()))
+    msg = one_line_error("run", "--machine", p, "--workload", SMALL, names=[p])
+    assert key in msg or "malformed TOML" in msg, msg
+
+
+@FUZZ
+@given(key=st.from_regex(r"\A[a-z][a-z_]{0,10}\Z"), table=st.sampled_from(["machine", "tier"]))
+def test_unknown_keys_are_refused(tmp_path, key, table):
+    known = MACHINE_KEYS if table == "machine" else TIER_KEYS
+    if key in known:
+        return
+    m, tiers = {"name": "box"}, good_tiers()
+    (m if table == "machine" else tiers[0])[key] = 1
+    p = tmp_path / "box.toml"
+    p.write_text(machine_toml(m, tiers))
+    one_line_error("run", "--machine", p, "--workload", SMALL, names=[p, key, "unknown"])
+
+
+@FUZZ
+@given(top=st.sampled_from(["machine", "tier", "dram_cache"]),
+       value=st.one_of(st.integers(), printable, st.lists(st.integers(), max_size=2)))
+def test_tables_of_the_wrong_type(tmp_path, top, value):
+    text = f"{top} = {toml_value(value)}\n"
+    if top != "tier":
+        text += "".join("[[tier]]\n" + "".join(f"{k} = {toml_value(v)}\n"
+                                                for k, v in t.items()) for t in good_tiers())
+    p = tmp_path / "box.toml"
+    p.write_text(text)
+    one_line_error("run", "--machine", p, "--workload", SMALL, names=[p])
+
+
+@FUZZ
+@given(content=st.binary(max_size=200), what=st.sampled_from(["--machine", "--workload"]))
+def test_binary_and_garbage_files(tmp_path, content, what):
+    p = tmp_path / "x.toml"
+    p.write_bytes(content)
+    one_line_error("run", what, p, names=[p])
+
+
+def test_directories_for_files(tmp_path):
+    d = tmp_path / "dir.toml"
+    d.mkdir()
+    one_line_error("run", "--machine", d, names=[d, "directory"])
+    one_line_error("run", "--workload", d, names=[d, "directory"])
+
+
+@FUZZ
+@given(key=st.sampled_from(["workload", "variant", "path", "params"]),
+       value=st.one_of(st.integers(), st.booleans(), st.lists(st.integers(), max_size=2)))
+def test_bad_workload_files(tmp_path, key, value):
+    d = {"workload": "gups", "variant": "hotset"}
+    d[key] = value
+    p = tmp_path / "w.toml"
+    p.write_text("".join(f"{k} = {toml_value(v)}\n" for k, v in d.items()))
+    one_line_error("run", "--workload", p, names=[p, key])
+
+
+CACHE_BAD = {"size": bad_capacity, "frame": printable.filter(lambda s: s not in ("4KiB", "2MiB")),
+             "read_lat_ns": bad_positive, "write_lat_ns": bad_positive,
+             "read_bw": bad_bandwidth, "write_bw": bad_bandwidth}
+
+
+@FUZZ
+@given(key=st.sampled_from(CACHE_KEYS), data=st.data())
+def test_bad_dram_cache(tmp_path, key, data):
+    cache = {"size": "1GiB", key: data.draw(CACHE_BAD[key])}
+    text = machine_toml({"name": "mm"}, good_tiers()[1:]) + "[dram_cache]\n" + "".join(
+        f"{k} = {toml_value(v)}\n" for k, v in cache.items())
+    p = tmp_path / "mm.toml"
+    p.write_text(text)
+    one_line_error("run", "--machine", p, "--workload", SMALL, names=[p])
+
+
+# -- command-line numbers ------------------------------------------------------------------
+@FUZZ
+@given(seed=st.one_of(st.integers(max_value=-1), st.integers(min_value=2 ** 63),
+                      not_a_number, st.floats(0.1, 0.9)))
+def test_bad_seeds(seed):
+    one_line_error("run", "--seed", seed, "--workload", SMALL, names=["seed"])
+
+
+@FUZZ
+@given(lo=st.integers(1, 10 ** 9), gap=st.integers(1, 10 ** 9))
+def test_empty_seed_ranges(tmp_path, lo, gap):
+    one_line_error("compare", "--workloads", SMALL, "--policies", "static", "--seeds",
+                   f"{lo + gap}-{lo}", "--out", tmp_path, names=["seeds"])
+
+
+@FUZZ
+@given(n=st.integers(MAX_RUNS, 10 ** 12))
+def test_absurd_run_counts_need_yes(tmp_path, n):
+    msg = one_line_error("compare", "--workloads", SMALL, "--policies", "static",
+                         "--seeds", f"0-{n}", "--out", tmp_path / "o", names=["--yes"])
+    assert f"{n + 1:,} runs" in msg and not (tmp_path / "o").exists()
+
+
+@FUZZ
+@given(scale=st.one_of(st.floats(1e-300, 1 / 65537), st.floats(1025, 1e300), non_finite,
+                       not_a_number.filter(lambda s: "/" not in s)))
+def test_bad_scales(scale):
+    one_line_error("run", "--scale", scale, "--workload", SMALL, names=["scale"])
+
+
+@FUZZ
+@given(flag=st.sampled_from(["--window", "--hot-min"]),
+       value=st.one_of(non_finite, st.floats(max_value=-1e-6), not_a_number))
+def test_bad_telemetry_numbers(tmp_path, flag, value):
+    one_line_error("telemetry", "--workload", SMALL, flag, value, "--out", tmp_path,
+                   names=[flag])
+
+
+# -- output paths: checked before the first run ----------------------------------------------
+@pytest.mark.parametrize("kind", ["empty", "file for dir", "under a file", "unwritable"])
+@pytest.mark.parametrize("cmd", ["compare", "telemetry", "reproduce"])
+def test_bad_output_directories(tmp_path, kind, cmd):
+    f = tmp_path / "f"
+    f.write_text("x")
+    out = {"empty": "", "file for dir": f, "under a file": f / "sub",
+           "unwritable": "/proc/no/such"}[kind]
+    args = {"compare": ["compare", "--workloads", SMALL, "--policies", "static,oracle"],
+            "telemetry": ["telemetry", "--workload", SMALL],
+            "reproduce": ["reproduce", "hemem"]}[cmd]
+    one_line_error(*args, "--out", out, names=["--out"])
+    assert f.read_text() == "x"
+
+
+@pytest.mark.parametrize("flag", ["--json", "--explain"])
+@pytest.mark.parametrize("kind", ["empty", "directory", "under a file", "unwritable"])
+def test_bad_output_files(tmp_path, flag, kind):
+    f = tmp_path / "f"
+    f.write_text("x")
+    path = {"empty": "", "directory": tmp_path, "under a file": f / "x.json",
+            "unwritable": "/proc/no/such.json"}[kind]
+    one_line_error("run", "--workload", SMALL, "--policy", "idt", flag, path, names=[flag])
+
+
+# -- trace bytes -------------------------------------------------------------------------------
+def pg_bytes(epochs) -> bytes:
+    rec = np.dtype([("vpn", "<u8"), ("r", "<u4"), ("w", "<u4")])
+    out = bytearray()
+    for e, recs, acc in epochs:
+        out += np.array([PG_MAGIC, e, len(recs), acc], dtype="<u8").tobytes()
+        out += np.array(recs, dtype=rec).tobytes()
+    return bytes(out)
+
+
+U64 = st.integers(0, 2 ** 64 - 1)
+
+
+@FUZZ
+@given(field=st.sampled_from(["accesses", "nrec", "epoch", "vpn", "truncate"]), value=U64,
+       at=st.integers(0, 1))
+def test_corrupt_pagegrind_headers(tmp_path, field, value, at):
+    epochs = [[0, [(7, 1, 2), (5, 3, 0)], 6], [1, [(9, 0, 4)], 4]]
+    raw = None
+    if field == "accesses":
+        epochs[at][2] = max(value, 2 ** 62)
+    elif field == "epoch":
+        epochs[1][0] = 0
+    elif field == "vpn":
+        epochs[at][1][0] = (max(value, 2 ** 62), 1, 1)
+    raw = pg_bytes(epochs)
+    if field == "nrec":
+        off = 16 + at * (32 + 2 * 16)
+        raw = raw[:off] + int(max(value, 3)).to_bytes(8, "little") + raw[off + 8:]
+    elif field == "truncate":
+        raw = raw[:value % len(raw)] if value % len(raw) else raw[:5]
+    p = tmp_path / "t.pg"
+    p.write_bytes(raw)
+    one_line_error("run", "--workload", p, names=["t.pg"])
+
+
+@FUZZ
+@given(raw=st.binary(min_size=1, max_size=300), magic=st.booleans())
+def test_garbage_traces(tmp_path, raw, magic):
+    p = tmp_path / "g.npz"
+    p.write_bytes((PG_MAGIC.to_bytes(8, "little") if magic else b"") + raw)
+    one_line_error("run", "--workload", f"trace:{p}", names=["g.npz"])
+
+
+# -- the Python API: the same checks, as ValueError ------------------------------------------
+@pytest.mark.parametrize("kw,needle", [
+    ({"scale": 1e-300}, "bad scale"), ({"scale": float("nan")}, "scale"),
+    ({"seed": -1}, "bad seed"), ({"seed": 1.5}, "bad seed"), ({"seed": "0"}, "bad seed"),
+])
+def test_api_run_checks_its_arguments(kw, needle):
+    with pytest.raises(ValueError, match=needle):
+        tierlab.run(workload=SMALL, **kw)
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"policies": []}, "bad policies"), ({"policies": "static"}, "expected a list"),
+    ({"workloads": SMALL}, "expected a list"), ({"seeds": []}, "bad seeds"),
+    ({"seeds": [-1]}, "bad seed"), ({"jobs": 0}, "bad jobs"), ({"jobs": 1.5}, "bad jobs"),
+    ({"baseline": "oracle"}, "baseline 'oracle' is not among"),
+    ({"scale": 4096}, "bad scale"), ({"allocs": "dram-preferred"}, "expected a list"),
+])
+def test_api_compare_checks_its_arguments(kw, needle):
+    args = {"machines": ["optane-2tier"], "workloads": [SMALL], "policies": ["static"]}
+    args.update(kw)
+    with pytest.raises(TierlabError, match=needle) as e:
+        tierlab.compare(**args)
+    assert isinstance(e.value, ValueError)
+
+
+def test_file_workloads_need_no_prefix(tmp_path):
+    """x.cfg is masim:x.cfg, x.pg a trace; tables show the file name, not its path."""
+    from tierlab.api import workload_spec
+    assert workload_spec("/a/b.cfg,aps=1e6").name == "masim"
+    assert workload_spec("c.pg").args == ("c.pg",) and workload_spec("c.npz").name == "trace"
+    assert workload_spec("masim:/a/b.cfg").args == ("/a/b.cfg",)
+    deep = tmp_path / "a" / "very" / "deep" / "directory"
+    deep.mkdir(parents=True)
+    cfg = deep / "mine.cfg"
+    cfg.write_text(Path(tierlab.__file__).parent.joinpath("data/masim/hotcold.cfg")
+                   .read_text())
+    err = io.StringIO()
+    out = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        assert main(["run", "--workload", str(cfg), "--scale", "1/64"]) == 0
+    assert "mine.cfg" in out.getvalue() and "very/deep" not in out.getvalue()
