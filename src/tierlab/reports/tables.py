@@ -21,14 +21,15 @@ def short_name(spec: str) -> str:
 
 def results_table(records: list[dict], baseline: str | None = None, title: str = "") -> Table:
     """One row per run: throughput, speedup over the baseline, share of accesses served
-    by the slow tiers (named in the header), migrations."""
-    t = Table(title=title or None, show_lines=False)
-    slow = {"+".join(r["slow_tiers"]) for r in records if r.get("slow_tiers")}
+    by the slow tiers (named in the caption), migrations."""
+    slow = {", ".join(r["slow_tiers"]) for r in records if r.get("slow_tiers")}
+    t = Table(title=title or None, show_lines=False, caption_justify="left",
+              caption=f"slow share: accesses served by {slow.pop()}" if len(slow) == 1
+              else None)
     for col, just in (("workload", "left"), ("policy", "left"), ("alloc", "left"),
                       ("throughput", "right"), (f"speedup vs {baseline}" if baseline
                                                 else "speedup", "right"),
-                      (f"slow share ({slow.pop()})" if len(slow) == 1 else "slow share",
-                       "right"), ("promoted", "right"), ("demoted", "right"),
+                      ("slow share", "right"), ("promoted", "right"), ("demoted", "right"),
                       ("ping-pong", "right"), ("migrated", "right"), ("sim s", "right"),
                       ("wall s", "right")):
         t.add_column(col, justify=just)
