@@ -2,7 +2,7 @@
 # Both create .venv in the repo root and install what they need.
 PY ?= python3
 ALLOC ?= dram-preferred
-SCALE ?= 1/8
+SCALE ?= 1/128
 OUT ?= demo-out
 VENV := .venv
 BIN := $(VENV)/bin
@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/tierlab compare --machine optane-2tier --scale $(SCALE) \
-	  --workloads gups:uniform,gups:hotset,gups:dynamic --policies static,oracle \
+	$(BIN)/tierlab compare --machine optane-4tier --scale $(SCALE) \
+	  --workloads gups:hotset,graph:pr \
+	  --policies static,autonuma-tiering,damon-tiering,idt,oracle \
 	  --allocs $(ALLOC) --baseline static --out $(OUT)
 
 test: $(STAMP)

@@ -2,10 +2,14 @@
 
     .venv/bin/python benchmarks/bench_demo.py
 
-Times the same command `make demo` runs (after the venv exists), end to end.
+Runs `make demo` itself (after the venv exists) into a temporary directory, end to
+end, and reports its wall time and the CPU time of its processes (on a busy machine
+the wall time is the CPU time shared with the others).
 """
 from __future__ import annotations
 
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -17,13 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main():
     with tempfile.TemporaryDirectory() as d:
-        cmd = [str(ROOT / ".venv/bin/tierlab"), "compare", "--machine", "optane-2tier",
-               "--scale", "1/8", "--workloads", "gups:uniform,gups:hotset,gups:dynamic",
-               "--policies", "static,oracle", "--baseline", "static", "--out", d]
         t = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["make", "-s", "-C", str(ROOT), "demo", f"OUT={d}"], check=True,
+                       stdout=subprocess.DEVNULL)
         wall = time.perf_counter() - t
-    print(f"demo wall: {wall:.1f} s (target < 60 s: {'met' if wall < 60 else 'NOT met'})")
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"demo wall: {wall:.1f} s, CPU {ru.ru_utime + ru.ru_stime:.1f} s, load "
+          f"{os.getloadavg()[0]:.1f} (target < 60 s: {'met' if wall < 60 else 'NOT met'})")
     return 0 if wall < 60 else 1
 
 
