@@ -252,6 +252,7 @@ class Sweep:
         self._digests: dict[tuple, str] = {}
         self._scattered: dict[str, object] = {}
         self._client = self._local_cluster = None
+        self._local_pids: list[int] = []
         self._checked: set[str] = set()
         self._accepted: set[str] = set()
         self._file = None
@@ -351,6 +352,7 @@ class Sweep:
                 host="127.0.0.1", dashboard_address=":0",
                 scheduler_kwargs={"dashboard": False}, silence_logs=logging.ERROR)
             self._client = distributed.Client(self._local_cluster)
+            self._local_pids = list(self._client.run(os.getpid).values())
         else:
             try:
                 self._client = distributed.Client(c, timeout="10s")
@@ -537,8 +539,9 @@ class Sweep:
         try:
             while pending:
                 try:
-                    done, pending = distributed.wait(pending, timeout=0.5,
-                                                     return_when="FIRST_COMPLETED")
+                    with client.as_current():
+                        done, pending = distributed.wait(pending, timeout=0.5,
+                                                         return_when="FIRST_COMPLETED")
                 except TimeoutError:
                     done = set()
                 for f in done:
@@ -555,6 +558,11 @@ class Sweep:
                                             if x in ours))
         except BaseException:
             client.cancel(list(pending))
+            for pid in self._local_pids:  # our LocalCluster's workers: stop them now
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
             raise
 
     def report(self, job, rec) -> None:
