@@ -436,6 +436,7 @@ class Sweep:
         self.board.add(len(fresh))
         raw: dict[str, dict] = {}
         failures: list = []
+        errors: list = []
 
         def finished(key, rec, worker):
             job = todo[fresh[key]]
@@ -454,6 +455,7 @@ class Sweep:
             job = todo[fresh[key]]
             msg = f"{type(err).__name__}: {err}".splitlines()[0]
             failures.append((job, msg))
+            errors.append(err)
             self.board.say(f"run failed: {describe(job)}: {msg}")
 
         try:
@@ -461,9 +463,10 @@ class Sweep:
                 self._run_dask(todo, fresh, finished, failed)
             elif self.jobs <= 1 or len(fresh) <= 1:
                 for k, i in fresh.items():
+                    self.board.show(running=1)
                     try:
                         rec, w = _run_local(todo[i])
-                    except (KeyboardInterrupt, MemoryError):
+                    except MemoryError:
                         raise
                     except Exception as e:
                         failed(k, e)
@@ -473,13 +476,14 @@ class Sweep:
                 self._run_pool(todo, fresh, finished, failed)
         except KeyboardInterrupt as e:
             raise self._interrupted(e) from None
+        self.board.show(running=0)
         if failures:
             job, msg = failures[0]
             head = f"run {describe(job)} failed: {msg}" if len(failures) == 1 else \
                 f"{len(failures)} of {len(fresh)} runs failed (first: {describe(job)}: {msg})"
             kept = f"; the runs that finished are in {self.out / JSONL}, --resume " \
                    f"{self.out} runs the others" if self.out else ""
-            raise RunsFailed(head + kept, failures)
+            raise RunsFailed(head + kept, failures) from errors[0]
         if self.out is None:
             return [raw[k] if k in raw else json.loads(self._lines[k]) for k in keys]
         return [json.loads(self._lines[k]) for k in keys]
