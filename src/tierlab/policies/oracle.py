@@ -1,58 +1,212 @@
-"""`oracle`: an upper bound. It reads the workload's true rates (the one declared
-exception to "policies see monitor observations only") and, whenever the field or the
-allocation changes, places the hottest pages in the fastest nodes at no cost.
+"""`oracle`: an upper bound under tierlab's own cost model. It reads the workload's true
+rates (the one declared exception to "policies see monitor observations only") and,
+whenever the field or the allocation changes, places every page at no cost where the
+closed loop (engine/throughput.py: latencies, loaded latency per node, bandwidth caps)
+is fastest.
+
+`objective=throughput` (the default, issue 17): the placement maximises the engine's
+throughput X. With pages ranked hottest first and cut into pieces of equal rate, the
+decision is how many pages of each piece go to each node; X depends on it only through
+the per-node read and write totals. For a fixed X the stall time is convex in those
+totals (a linear term times the M/D/1 factor of a linear utilisation), so the problem is
+solved by Frank-Wolfe on the piece x node shares: each step linearises the stall at the
+current X (per node, the marginal time of one more read or write, loaded-latency
+derivative included), solves that transportation LP (HiGHS) and line-searches X along
+the step. It starts from the hits placement and never accepts a worse X, so it is that
+placement when bandwidth does not bind, and spreads hot pages to other tiers when the
+fast tier's loaded latency exceeds theirs (Colloid's observation, SOSP'24). Cost per
+change: O(pieces) with at most `bins` (256) pieces after grouping adjacent ones in the
+hot order, plus one O(pages) pass to place.
+
+`objective=hits`: the earlier rule, hottest pages in the lowest-latency nodes (fast-tier
+hits maximised); not a bound once bandwidth binds.
 """
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import minimize
 
 from ..engine.memory import UNALLOC
 from ..units import parse_duration
+from ..workloads._common import parse_choice, parse_number
 from .base import POLICIES, Policy
 
 
-def ideal_placement(field, node: np.ndarray, order: list[int], limits: np.ndarray):
-    """Desired node of every allocated page: pages sorted by true access rate (reads +
-    writes per unit of work), hottest first, filling `order`'s nodes up to `limits`.
-
-    Vectorised: the address space is cut into pieces (the field's segments and the gaps
-    between them), pieces sorted by rate; a page's position in the global hot order is
-    the allocated pages of hotter pieces plus its rank inside its own piece.
-    Returns (pages, desired nodes) for the allocated pages.
-    """
+def hot_order(field, node: np.ndarray):
+    """Pages in the global hot order, vectorised over the field's pieces (its segments
+    and the gaps between them). Returns (pages, rank of each page, piece read and write
+    rate per page, allocated pages per piece), pieces hottest first."""
     n = len(node)
     alloc = node != UNALLOC
     cut = np.unique(np.concatenate(([0, n], field.starts, field.ends)))
     starts, ends = cut[:-1], cut[1:]
-    dens = np.zeros(len(starts))
+    read = np.zeros(len(starts))
+    write = np.zeros(len(starts))
     seg = field.segment_of(starts)
-    dens[seg >= 0] = field.read[seg[seg >= 0]] + field.write[seg[seg >= 0]]
+    ok = seg >= 0
+    read[ok], write[ok] = field.read[seg[ok]], field.write[seg[ok]]
     csum = np.concatenate(([0], np.cumsum(alloc, dtype=np.int64)))
     per_piece = csum[ends] - csum[starts]
-    order_pieces = np.argsort(-dens, kind="stable")
+    order = np.argsort(-(read + write), kind="stable")
     before = np.zeros(len(starts), dtype=np.int64)
-    before[order_pieces] = np.concatenate(([0], np.cumsum(per_piece[order_pieces])[:-1]))
+    before[order] = np.concatenate(([0], np.cumsum(per_piece[order])[:-1]))
     pages = np.flatnonzero(alloc)
     # the pieces partition [0, n): a repeat gives every page its piece without a search
     piece = np.repeat(np.arange(len(starts), dtype=np.int32), ends - starts)[pages]
-    g = before[piece] + (csum[pages] - csum[starts[piece]])
-    bounds = np.cumsum(limits[order])
-    slot = np.searchsorted(bounds, g, side="right")
-    slot = np.minimum(slot, len(order) - 1)
-    return pages, np.asarray(order, dtype=np.uint8)[slot]
+    rank = before[piece] + (csum[pages] - csum[starts[piece]])
+    return pages, rank, read[order], write[order], per_piece[order]
+
+
+def _hits_node(rank, bounds, order):
+    """The node of each rank when `order`'s nodes fill up to cumulative `bounds`."""
+    slot = np.minimum(np.searchsorted(bounds, rank, side="right"), len(order) - 1)
+    return np.asarray(order, dtype=np.uint8)[slot]
+
+
+def ideal_placement(field, node: np.ndarray, order: list[int], limits: np.ndarray):
+    """The hits placement: pages sorted by true access rate (reads + writes per unit of
+    work), hottest first, filling `order`'s nodes up to `limits`. Returns (pages,
+    desired nodes) for the allocated pages."""
+    pages, rank, _, _, _ = hot_order(field, node)
+    return pages, _hits_node(rank, np.cumsum(limits[order]), order)
+
+
+def rank_bins(read, write, npages, cuts, nbins: int):
+    """The hot order cut into at most `nbins` rank ranges of about equal pages, also cut
+    at `cuts` (ranks): per bin its first rank, its pages, and its mean read and write
+    rate per page (exact: cumulative rates are piecewise linear in rank)."""
+    cum_p = np.concatenate(([0], np.cumsum(npages)))
+    total = int(cum_p[-1])
+    edges = np.unique(np.concatenate((np.rint(np.linspace(0, total, nbins + 1)),
+                                      np.clip(cuts, 0, total)))).astype(np.int64)
+    n = np.diff(edges)
+    keep = np.concatenate((n > 0, [True]))
+    edges = edges[keep]
+    n = np.diff(edges)
+    r = np.diff(np.interp(edges, cum_p, np.concatenate(([0], np.cumsum(read * npages)))))
+    w = np.diff(np.interp(edges, cum_p, np.concatenate(([0], np.cumsum(write * npages)))))
+    return edges[:-1], n, r / n, w / n
+
+
+def marginal_times(reads, writes, x, devices):
+    """Per node, the stall time (ns) of one more read and one more write per unit of
+    work at throughput x at fixed x (latency x M/D/1 factor, plus the factor's rise with
+    utilisation), and the stall's derivative in x (ns per work/s)."""
+    lat_r, lat_w, bw_r, bw_w, bg, access_bytes = devices[:6]
+    k = len(reads)
+    g_r, g_w, d_x = np.zeros(k), np.zeros(k), 0.0
+    for i in range(k):
+        cr = access_bytes / bw_r[i]
+        cw = access_bytes * (1 / bw_r[i] + 1 / bw_w[i])
+        per_x = cr * reads[i] + cw * writes[i]
+        u = min(bg[i] + x * per_x, 0.999999)
+        f = 1 + u / (2 * (1 - u))
+        df = 1 / (2 * (1 - u) ** 2)
+        load = reads[i] * lat_r[i] + writes[i] * lat_w[i]
+        g_r[i] = lat_r[i] * f + load * df * x * cr
+        g_w[i] = lat_w[i] * f + load * df * x * cw
+        d_x += load * df * per_x
+    return g_r, g_w, d_x
+
+
+def balanced_shares(read, write, npages, limits, start, predict, devices):
+    """Pages of each bin per node (B x k) maximising predict's throughput X under the
+    bins' pages and the nodes' limits, from `start` (SLSQP on the fractions, with
+    dX/dy from the implicit function theorem on X t(X) = threads); returns (shares, X)."""
+    compute_ns, mlp = devices[6], devices[7]
+    B, k = start.shape
+    n = npages.astype(float)
+
+    def totals(z):
+        y = z.reshape(B, k) * n[:, None]
+        return y.T @ read, y.T @ write
+
+    def neg_x(z):
+        return -predict(*totals(z))[0] / x0
+
+    def grad(z):
+        reads, writes = totals(z)
+        x = predict(reads, writes)[0]
+        g_r, g_w, d_x = marginal_times(reads, writes, x, devices)
+        t = compute_ns + _stall(reads, writes, x, devices) / mlp
+        dx_dy = -x * (np.outer(read, g_r) + np.outer(write, g_w)) / mlp / (t + x * d_x / mlp)
+        return -(dx_dy * n[:, None]).ravel() / x0
+
+    z0 = (start / np.maximum(n, 1)[:, None]).ravel()
+    x0 = predict(*totals(z0))[0]
+    cons = [{"type": "eq", "fun": lambda z: z.reshape(B, k).sum(axis=1) - 1,
+             "jac": lambda z: np.kron(np.eye(B), np.ones((1, k)))},
+            {"type": "ineq", "fun": lambda z: (limits - (z.reshape(B, k) * n[:, None])
+                                               .sum(axis=0)) / max(n.sum(), 1),
+             "jac": lambda z: -np.kron(n[None, :], np.eye(k)) / max(n.sum(), 1)}]
+    res = minimize(neg_x, z0, jac=grad, bounds=[(0, 1)] * (B * k), constraints=cons,
+                   method="SLSQP", options={"maxiter": 200, "ftol": 1e-10})
+    z = np.clip(res.x, 0, 1).reshape(B, k)
+    z /= np.maximum(z.sum(axis=1, keepdims=True), 1e-300)
+    x = predict(*totals(z.ravel()))[0]
+    if x < x0:
+        return start, x0
+    return z * n[:, None], x
+
+
+def _stall(reads, writes, x, devices):
+    """Sum over nodes of loaded read and write latencies (ns per unit of work)."""
+    lat_r, lat_w, bw_r, bw_w, bg, access_bytes = devices[:6]
+    total = 0.0
+    for i in range(len(reads)):
+        u = min(bg[i] + x * access_bytes * ((reads[i] + writes[i]) / bw_r[i]
+                                            + writes[i] / bw_w[i]), 0.999999)
+        total += (reads[i] * lat_r[i] + writes[i] * lat_w[i]) * (1 + u / (2 * (1 - u)))
+    return total
+
+
+def interleave(counts, first_rank, total: int):
+    """Node of every rank: bin b's ranks [first_rank[b], ...) hold counts[b, i] pages of
+    node i, each node's spread evenly over the bin (so every node gets the bin's mean
+    rates, as the shares assumed)."""
+    B, k = counts.shape
+    c = counts.ravel()
+    gid = np.repeat(np.arange(B * k), c)
+    t = np.arange(gid.size) - np.repeat(np.cumsum(c) - c, c)
+    key = gid // k + (t + 0.5) / c[gid]
+    node = (gid % k).astype(np.uint8)[np.argsort(key, kind="stable")]
+    assert node.size == total
+    return node
+
+
+def round_shares(shares, npages, limits):
+    """Integer pages per (bin, node) from fractional shares within `limits`: floors,
+    then each bin's remaining pages to the nodes with room, largest fraction first."""
+    base = np.floor(shares + 1e-9).astype(np.int64)
+    room = np.asarray(limits, dtype=np.int64) - base.sum(axis=0)
+    for b in range(shares.shape[0]):
+        rem = int(npages[b]) - int(base[b].sum())
+        for i in np.lexsort((-room, -(shares[b] - base[b]))):
+            if rem <= 0:
+                break
+            take = min(rem, max(int(room[i]), 0))
+            base[b, i] += take
+            room[i] -= take
+            rem -= take
+    return base
 
 
 @POLICIES.register("oracle")
 class Oracle(Policy):
-    """Knows the true rates; hottest pages in the fastest tiers, at no cost (upper bound)."""
+    """Knows the true rates; at each change places every page where the engine's closed
+    loop is fastest (`objective=throughput`), or the hottest pages in the fastest tiers
+    (`objective=hits`), at no cost: the upper bound of every comparison."""
 
     uses_true_rates = True
     free_migrations = True
 
-    def __init__(self, interval="1s"):
-        super().__init__(interval=interval)
+    def __init__(self, interval="1s", objective="throughput", bins=2):
+        super().__init__(interval=interval, objective=objective, bins=bins)
         self.interval = parse_duration(interval, "oracle interval")
+        self.objective = parse_choice(objective, "oracle objective", ("throughput", "hits"))
+        self.bins = int(parse_number(bins, "oracle bins", lo=1, hi=512))
         self._seen = None
+        self.solves = 0
 
     def attach(self, sim):
         super().attach(sim)
@@ -75,5 +229,42 @@ class Oracle(Policy):
         limits[order[-1]] = sim.mem.capacity[order[-1]]
         if sim.mem.allocated > limits.sum():
             limits = sim.mem.capacity.copy()
-        pages, dst = ideal_placement(sim.true_field, sim.mem.node, order, limits)
+        if self.objective == "hits" or getattr(sim, "cache", None) is not None:
+            pages, dst = ideal_placement(sim.true_field, sim.mem.node, order, limits)
+        else:
+            pages, dst = self._balanced(sim, order, limits)
         sim.teleport(pages, dst, reason="oracle")
+
+    def _balanced(self, sim, order, limits):
+        """The throughput placement (module docstring); the hits placement when that is
+        at least as fast once placed."""
+        field, node = sim.true_field, sim.mem.node
+        pages, rank, read, write, npages = hot_order(field, node)
+        bounds = np.cumsum(limits[order])
+        first, n, r, w = rank_bins(read, write, npages, bounds, self.bins)
+        m, wl = sim.machine, sim.workload
+        k = m.nnodes
+        devices = ([m.read_latency_ns(i) for i in range(k)],
+                   [m.write_latency_ns(i) for i in range(k)],
+                   [t.read_bw for t in m.tiers], [t.write_bw for t in m.tiers],
+                   [0.0] * k, wl.access_bytes, wl.compute_ns, wl.mlp)
+        start = np.zeros((len(n), k))  # the hits placement: each bin on one node
+        start[np.arange(len(n)), _hits_node(first, bounds, order)] = n
+        shares, _ = balanced_shares(r, w, n, limits.astype(float), start, sim.predict,
+                                    devices)
+        self.solves += 1
+        dst = interleave(round_shares(shares, n, limits), first, len(pages))[rank]
+        return pages, self._best(sim, field, node, pages,
+                                 _hits_node(rank, bounds, order), dst)
+
+    @staticmethod
+    def _best(sim, field, node, pages, *candidates):
+        """The candidate placement (desired node per page) with the highest X."""
+        best, best_x = None, -1.0
+        for dst in candidates:
+            trial = node.copy()
+            trial[pages] = dst
+            x = sim.predict(*field.per_node_totals(trial, sim.machine.nnodes))[0]
+            if x > best_x:
+                best, best_x = dst, x
+        return best

@@ -1,0 +1,55 @@
+"""The oracle is the upper bound of the engine's own cost model (docs/model.md,
+"Oracle"): with bandwidth binding it spreads hot pages over the tiers and beats the
+hits placement and first touch (the allocator's dram0); where capacity binds it is the hits placement."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tierlab
+
+TRACE = "trace:tests/data/traces/redis-ycsb-latest.npz"
+
+
+def _after_changes(policy, machine, workload, scale, n=2):
+    sim = tierlab.api.simulation(machine, workload, policy, scale=scale)
+    sim.policy.attach(sim.policy_view)
+    changes = iter(sim.workload.changes())
+    for _ in range(n):
+        sim._apply_change(next(changes))
+    return sim
+
+
+def _check_invariants(sim):
+    mem = sim.mem
+    assert np.all(mem.used <= mem.capacity)
+    assert np.array_equal(np.bincount(mem.node[mem.node != 255], minlength=sim.nnodes),
+                          mem.used)
+
+
+def test_bandwidth_bound_oracle_beats_hits_and_first_touch():
+    args = ("optane-4tier:dram=4096MiB,optane=64GiB", TRACE + ",copies=1024", 1 / 128)
+    x = {p: _after_changes(p, *args) for p in ("oracle", "oracle:objective=hits",
+                                               "static")}
+    for sim in x.values():
+        _check_invariants(sim)
+    got = {p: sim.throughput() for p, sim in x.items()}
+    # the hot set fits dram0, and there it saturates dram0's bandwidth
+    assert got["oracle"] >= 1.2 * max(got["static"], got["oracle:objective=hits"])
+    util = x["oracle"]._util
+    assert sum(u > 0.5 for u in util) >= 3  # the hot pages use every tier's bandwidth
+
+
+def test_capacity_bound_oracle_is_the_hits_placement():
+    args = ("optane-2tier:dram=32MiB,optane=512MiB", TRACE + ",copies=8", 1)
+    a = _after_changes("oracle", *args)
+    b = _after_changes("oracle:objective=hits", *args)
+    _check_invariants(a)
+    assert a.throughput() >= b.throughput() * (1 - 1e-9)
+    assert a.throughput() == pytest.approx(b.throughput(), rel=0.02)
+
+
+def test_bad_objective_is_named():
+    with pytest.raises(tierlab.errors.TierlabError, match="throughput"):
+        tierlab.api.simulation("optane-2tier", "gups:hotset", "oracle:objective=fast",
+                               scale=1 / 64)
