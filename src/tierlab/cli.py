@@ -209,8 +209,6 @@ def cmd_reproduce(a) -> int:
         raise TierlabError(f"unknown reproduction {a.name!r}; valid: "
                            f"{', '.join(REPRODUCTIONS)}")
     run = REPRODUCTIONS[a.name]
-    if a.out is not None:
-        api.writable_dir(a.out, "--out")
     wls = api.expand_suites(a.workloads)
     total = None
     if a.sensitivity:
@@ -222,6 +220,8 @@ def cmd_reproduce(a) -> int:
         # the reproduce default (@baselines): the study's four representative workloads
         wls = None if a.workloads == ["@baselines"] else wls
         total = count_runs(wls)
+    if a.out is not None:
+        api.writable_dir(a.out, "--out")
     with _sweep(a) as sweep:
         if total:
             err.print(f"[bold]{total} runs[/] on {sweep.where}")
