@@ -53,3 +53,34 @@ def test_bad_objective_is_named():
     with pytest.raises(tierlab.errors.TierlabError, match="throughput"):
         tierlab.api.simulation("optane-2tier", "gups:hotset", "oracle:objective=fast",
                                scale=1 / 64)
+
+
+def _shares(machine, policy):
+    sim = _after_changes(policy, machine, "gups:hotset", 1 / 64, n=1)
+    tot = sim._reads + sim._writes
+    return sim.throughput(), tot / tot.sum(), sim._util
+
+
+def test_an_antagonist_loads_its_node_and_the_oracle_moves_off_it():
+    """machine.antagonist (docs/machines.md): a co-runner keeps a share of a node's
+    bandwidth busy; loaded latency there rises (static slows, its utilisation includes
+    the share) and the oracle shifts accesses to the other tier (Colloid's setting)."""
+    base = "optane-2tier:dram=8GiB,optane=64GiB"
+    x0, s0, u0 = _shares(base, "oracle")
+    x1, s1, u1 = _shares(base + ",antagonist=dram@50%", "oracle")
+    x2, s2, u2 = _shares(base + ",antagonist=dram@90%", "oracle")
+    assert x0 > x1 > x2
+    assert s0[0] > s1[0] > s2[0]  # less of the traffic on the loaded DRAM
+    assert u1[0] >= 0.5 and u2[0] >= 0.9
+    xs, _, us = _shares(base + ",antagonist=dram@90%", "static")
+    assert us[0] >= 0.9 and x2 >= xs * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("optane-2tier:antagonist=nope@5%", "valid: dram, optane"),
+    ("optane-2tier:antagonist=dram@99%", "<= 95"),
+    ("optane-2tier:antagonist=dram", "NODE@SHARE"),
+])
+def test_bad_antagonist_is_named(spec, message):
+    with pytest.raises(tierlab.errors.TierlabError, match=message):
+        tierlab.machines.machine.load_machine(spec)

@@ -250,6 +250,8 @@ class Simulation(PolicyBackend):
         self._bw_r = [t.read_bw for t in machine.tiers]
         self._bw_w = [t.write_bw for t in machine.tiers]
         self._copy = np.zeros(k)  # bytes copied recently per node, decaying with tau 1 s
+        #: a co-runner's share of each node's bandwidth (machine.antagonist)
+        self._antagonist = np.array([machine.antagonist.get(i, 0.0) for i in range(k)])
         self._stall_pending = 0.0
         self._timers: list = []
         self._seq = 0
@@ -555,10 +557,11 @@ class Simulation(PolicyBackend):
     def predict(self, reads, writes):
         """(throughput, per-node utilisation) the closed loop would reach with `reads`
         and `writes` (accesses per unit of work on each node) under this run's devices
-        and background traffic: the oracle's what-if (TRUTH: it needs the workload's
+        and background traffic (migration copies, the machine's antagonist): the
+        oracle's what-if (TRUTH: it needs the workload's
         compute time)."""
         w = self.workload
-        bg = (self._copy / 1.0) / np.asarray(self._bw_r)  # tau = 1 s
+        bg = (self._copy / 1.0) / np.asarray(self._bw_r) + self._antagonist  # tau = 1 s
         x, util, _ = solve_throughput(list(reads), list(writes), self._lat_r, self._lat_w,
                                       self._bw_r, self._bw_w, bg.tolist(), w.compute_ns,
                                       w.mlp, self.threads, w.access_bytes)

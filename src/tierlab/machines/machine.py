@@ -129,6 +129,10 @@ class Machine:
     watermarks: tuple = (0.005, 0.01, 0.015)
     #: memory mode: the tiers are what the OS sees, this DRAM caches them (JC, OSDI'23)
     dram_cache: CacheSpec | None = None
+    #: a bandwidth antagonist (a STREAM-like co-runner, as in Colloid's and Memstrata's
+    #: experiments): node -> share of that node's bandwidth its traffic keeps busy, in
+    #: [0, 0.95]; given as {"dram0": 0.5}, {0: 0.5} or "dram0@50%+optane0@10%"
+    antagonist: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -164,6 +168,10 @@ class Machine:
             raise TierlabError(
                 f"machine {self.name!r}: demotion path {self.demotion} must list every node "
                 f"0..{len(self.tiers) - 1} once")
+        self.antagonist = parse_antagonist(self.antagonist, names)
+        if self.antagonist and self.dram_cache is not None:
+            raise TierlabError(f"machine {self.name!r}: an antagonist is not modelled in "
+                               "memory mode (a DRAM cache)")
 
     @property
     def nnodes(self) -> int:
@@ -230,7 +238,39 @@ TIER_KEYS = ("name", "kind", "capacity", "read_lat_ns", "write_lat_ns", "read_bw
              "write_bw", "socket", "has_cpus")
 MACHINE_KEYS = ("name", "description", "cpu_socket", "cores_per_socket",
                 "remote_lat_factor", "migrate_bw", "tlb_shootdown", "hint_fault", "demotion",
-                "watermarks")
+                "watermarks", "antagonist")
+
+
+def parse_antagonist(value, names: list[str]) -> dict:
+    """{node index: busy share} from {name or index: share} or "name@share+..." (shares
+    as fractions or percentages, each in [0, 0.95])."""
+    if value in (None, "", {}):
+        return {}
+    if isinstance(value, str):
+        items = []
+        for part in value.split("+"):
+            node, at, share = part.partition("@")
+            if not at:
+                raise TierlabError(f"bad antagonist {value!r}: expected NODE@SHARE[+...], "
+                                   "e.g. dram0@50%")
+            items.append((node.strip(), share.strip()))
+    elif isinstance(value, dict):
+        items = list(value.items())
+    else:
+        raise TierlabError(f"bad antagonist {value!r}: expected NODE@SHARE or a table")
+    out = {}
+    for node, share in items:
+        if isinstance(node, int) and 0 <= node < len(names):
+            i = node
+        elif str(node) in names:
+            i = names.index(str(node))
+        else:
+            raise TierlabError(f"bad antagonist node {node!r}; valid: {', '.join(names)}")
+        text = str(share)
+        frac = parse_number(text[:-1], "antagonist share in %", lo=0, hi=95) / 100 \
+            if text.endswith("%") else parse_number(share, "antagonist share", lo=0, hi=0.95)
+        out[i] = float(frac)
+    return out
 
 
 def _table(d: dict, key: str, valid) -> dict:
@@ -284,6 +324,8 @@ def machine_from_dict(d: dict, source: str) -> Machine:
             kw["watermarks"] = _watermarks(m["watermarks"])
         if "dram_cache" in d:
             kw["dram_cache"] = cache_from_dict(d)
+        if "antagonist" in m:
+            kw["antagonist"] = m["antagonist"]
         return Machine(name=str(m.get("name", Path(source).stem)), tiers=tiers,
                        description=str(m.get("description", "")), **kw)
     except TierlabError as e:
@@ -323,5 +365,9 @@ def load_machine(spec: str, scale: float = 1.0) -> Machine:
     if spec.endswith(".toml") or "/" in spec:
         m = machine_from_dict(load_toml(spec, "machine"), spec)
     else:
-        m = MACHINES.create(Spec.parse(spec))
+        parsed = Spec.parse(spec)
+        antagonist = parsed.params.pop("antagonist", None)
+        m = MACHINES.create(parsed)
+        if antagonist is not None:
+            m = replace(m, antagonist=antagonist)
     return m.scaled(scale) if scale != 1.0 else m

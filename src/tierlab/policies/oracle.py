@@ -247,7 +247,8 @@ class Oracle(Policy):
         devices = ([m.read_latency_ns(i) for i in range(k)],
                    [m.write_latency_ns(i) for i in range(k)],
                    [t.read_bw for t in m.tiers], [t.write_bw for t in m.tiers],
-                   [0.0] * k, wl.access_bytes, wl.compute_ns, wl.mlp)
+                   [m.antagonist.get(i, 0.0) for i in range(k)], wl.access_bytes,
+                   wl.compute_ns, wl.mlp)
         start = np.zeros((len(n), k))  # the hits placement: each bin on one node
         start[np.arange(len(n)), _hits_node(first, bounds, order)] = n
         shares, _ = balanced_shares(r, w, n, limits.astype(float), start, sim.predict,
