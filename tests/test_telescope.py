@@ -16,7 +16,7 @@ from tierlab.field import RateField
 from tierlab.monitors import MONITORS, AccessedBits
 from tierlab.monitors.damon import Damon
 from tierlab.monitors.telescope import (TelescopeBounded, TelescopeFlex, bounded_levels,
-                                        flex_levels, overshoot)
+                                        flex_levels, overshoot, parse_error)
 from tierlab.reports.telemetry import (overlap, precision_recall, region_hot, run_telemetry,
                                        split_monitors, true_hot)
 
@@ -68,12 +68,28 @@ def test_flex_goes_up_within_the_allowance_and_not_beyond():
     assert flex_levels(s, e, arr(5), 0.0).tolist() == [2]  # no allowance: bounded
 
 
+def test_flex_allowance_per_level_follows_the_slides():
+    """Slides: L2 (2 MiB entries) may overshoot 25%, L3 (1 GiB) 15%; one value is the
+    public code's rule at every level."""
+    size = int(0.85 * PUD)  # the PUD overshoots by 17.6%: over L3's 15%, under 25%
+    p = arr(10, PUD // 2)
+    default = MONITORS.create("telescope-flex").error
+    assert default == [0.25, 0.15]
+    assert flex_levels(0, size, p, default).tolist() == [1, 1]
+    assert flex_levels(0, size, p, parse_error("25%")).tolist() == [2, 2]
+    assert flex_levels(0, int(0.9 * PUD), p, default).tolist() == [2, 2]  # 11% <= 15%
+    # a PMD overshoot of 20% passes L2's 25%: 2 MiB entry over a 1.67 MiB region
+    assert flex_levels(0, int(PMD / 1.2), arr(3), default).tolist() == [1]
+    with pytest.raises(TierlabError, match="25%/15%"):
+        parse_error("25%/x")
+
+
 def test_registry_and_parameters():
     b = MONITORS.create("telescope-bounded")
     f = MONITORS.create("telescope-flex:error=10%")
     assert isinstance(b, Damon) and isinstance(f, TelescopeBounded)
     assert b.sample_interval == pytest.approx(0.005) and b.max_nr_accesses == 40
-    assert f.error == pytest.approx(0.1) and TelescopeFlex(error="0.3").error == 0.3
+    assert f.error == pytest.approx([0.1]) and TelescopeFlex(error="0.3").error == [0.3]
     for bad in ("telescope-flex:error=-1", "telescope-flex:error=lots",
                 "telescope-bounded:error=10%", "telescope-bounded:min_nr_regions=1"):
         with pytest.raises(TierlabError):

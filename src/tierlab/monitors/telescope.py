@@ -50,7 +50,9 @@ _SPAN = np.asarray(LEVEL_SPAN, dtype=np.int64)
 TOP = len(LEVEL_SPAN) - 1
 #: flex goes at most this many levels above the bounded level (ATC'24: one or two)
 FLEX_UP = 2
-DEFAULT_ERROR = "25%"
+#: the slides' per-level overshoot allowance: L2 (2 MiB entries) 25%, L3 (1 GiB) 15%,
+#: higher levels as L3; one value ("25%") is the public code's rule at every level
+DEFAULT_ERROR = "25%/15%"
 
 
 def bounded_levels(start, end, pages) -> np.ndarray:
@@ -73,30 +75,37 @@ def overshoot(start, end, pages, level) -> np.ndarray:
     return span - (np.minimum(a + span, end) - np.maximum(a, start))
 
 
-def flex_levels(start, end, pages, error: float, up: int = FLEX_UP) -> np.ndarray:
+def flex_levels(start, end, pages, error, up: int = FLEX_UP) -> np.ndarray:
     """Per sample: the highest level at most `up` above the bounded one whose entry
-    overshoots [start, end) by at most `error` x (end - start) pages."""
+    overshoots [start, end) by at most that level's allowance x (end - start) pages;
+    `error` is one allowance or one per level from L2 up (the last for the rest)."""
     start, end, pages = (np.asarray(x, dtype=np.int64) for x in (start, end, pages))
     base = bounded_levels(start, end, pages)
     lvl = base.copy()
-    allow = float(error) * (end - start)
+    per_level = np.atleast_1d(np.asarray(error, dtype=float))
     for L in range(1, TOP + 1):
+        allow = per_level[min(L - 1, per_level.size - 1)] * (end - start)
         ok = (L > base) & (L <= base + up) & (overshoot(start, end, pages, L) <= allow)
         lvl[ok] = L  # the overshoot grows with the level: the ok levels are contiguous
     return lvl
 
 
-def parse_error(value) -> float:
-    """The flex error allowance: a fraction (0.25) or a percentage ('25%'), >= 0."""
-    s = str(value).strip()
-    try:
-        x = float(s[:-1]) / 100 if s.endswith("%") else float(s)
-    except ValueError:
-        raise TierlabError(f"bad telescope-flex error {value!r}: expected a fraction of "
-                           "the region's size such as 25% or 0.25") from None
-    if not math.isfinite(x) or x < 0:
-        raise TierlabError(f"bad telescope-flex error {value!r}: must be >= 0")
-    return x
+def parse_error(value) -> list[float]:
+    """The flex allowance per level from L2 (2 MiB entries) up: fractions (0.25) or
+    percentages ('25%'), >= 0, '/'-separated ('25%/15%': L2 25%, L3 and above 15%)."""
+    out = []
+    for part in str(value).split("/"):
+        s = part.strip()
+        try:
+            x = float(s[:-1]) / 100 if s.endswith("%") else float(s)
+        except ValueError:
+            raise TierlabError(f"bad telescope-flex error {value!r}: expected a fraction "
+                               "of the region's size per level, such as 25%/15% or "
+                               "0.25") from None
+        if not math.isfinite(x) or x < 0:
+            raise TierlabError(f"bad telescope-flex error {value!r}: must be >= 0")
+        out.append(x)
+    return out
 
 
 @MONITORS.register("telescope-bounded")
@@ -204,10 +213,11 @@ class TelescopeBounded(Damon):
 @MONITORS.register("telescope-flex")
 class TelescopeFlex(TelescopeBounded):
     """Telescope (ATC'24), flex: as bounded, but a sample may be checked one or two
-    levels higher when that entry overshoots the region by at most `error` of its size
-    (default 25%).
+    levels higher when that entry overshoots the region by at most the level's allowance
+    of its size: the slides' L2 (2 MiB) 25%, L3 (1 GiB) 15% by default (`error=25%/15%`);
+    `error=25%` is the public code's one allowance at every level.
 
-    Parameters as `damon` plus error (fraction or percentage).
+    Parameters as `damon` plus error (per-level fractions or percentages, '/'-separated).
     """
 
     def __init__(self, sample="5ms", aggr="200ms", update="1s", min_nr_regions=10,
