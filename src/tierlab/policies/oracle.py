@@ -24,7 +24,6 @@ hits maximised); not a bound once bandwidth binds.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize
 
 from ..engine.memory import UNALLOC
 from ..units import parse_duration
@@ -113,6 +112,8 @@ def balanced_shares(read, write, npages, limits, start, predict, devices):
     """Pages of each bin per node (B x k) maximising predict's throughput X under the
     bins' pages and the nodes' limits, from `start` (SLSQP on the fractions, with
     dX/dy from the implicit function theorem on X t(X) = threads); returns (shares, X)."""
+    from scipy.optimize import minimize  # here: importing scipy costs the guest ~110 MiB
+
     compute_ns, mlp = devices[6], devices[7]
     B, k = start.shape
     n = npages.astype(float)
