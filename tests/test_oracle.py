@@ -84,3 +84,17 @@ def test_an_antagonist_loads_its_node_and_the_oracle_moves_off_it():
 def test_bad_antagonist_is_named(spec, message):
     with pytest.raises(tierlab.errors.TierlabError, match=message):
         tierlab.machines.machine.load_machine(spec)
+
+
+def test_records_carry_mean_utilisation_and_compare_names_bandwidth_bound_runs():
+    from tierlab.reports.tables import bandwidth_notes
+    free = tierlab.run(machine="optane-2tier", workload="gups:hotset", scale=1 / 64)
+    busy = tierlab.run(machine="optane-2tier:antagonist=dram@90%", workload="gups:hotset",
+                       scale=1 / 64)
+    for rec in (free, busy):
+        assert set(rec["mean_util"]) == {"dram", "optane"}
+        assert all(0 <= u < 1 for u in rec["mean_util"].values())
+    assert busy["mean_util"]["dram"] >= 0.9 > free["mean_util"]["dram"]
+    assert bandwidth_notes([free]) == []
+    (note,) = bandwidth_notes([busy])
+    assert "bandwidth-bound" in note and "dram 9" in note and "scale 0.015625" in note

@@ -167,7 +167,7 @@ def _sweep(a):
 def cmd_compare(a) -> int:
     from .reports.plots import plot_all
     from .reports.results import write_results
-    from .reports.tables import results_table, summary_table, tie_notes
+    from .reports.tables import bandwidth_notes, results_table, summary_table, tie_notes
     machines = a.machine
     if a.scale is None:
         a.scale = api.suite_scale(a.workloads) or 1.0
@@ -195,7 +195,7 @@ def cmd_compare(a) -> int:
         out.print(results_table(rs, label, title=f"{m} (scale {a.scale:g})"))
     if len({r["workload"] for r in recs}) > 1:
         out.print(summary_table(recs, label))
-    for line in tie_notes(recs):
+    for line in tie_notes(recs) + bandwidth_notes(recs):
         err.print(line, highlight=False, markup=False, soft_wrap=True)
     jp, cp = write_results(recs, outdir)
     pngs = plot_all(recs, label, outdir)

@@ -278,6 +278,9 @@ class Simulation(PolicyBackend):
                                f"optane-memory-mode; {machine.name} has none")
         # metrics: cumulative accesses per node (memory mode: per DramCache.DEVICES)
         self._acc = np.zeros(2 if self.cache else k)
+        #: utilisation x seconds per node while the application ran (mean_util)
+        self._util_s = np.zeros(len(self._acc))
+        self._util = [0.0] * len(self._acc)
         self._series = {"t": [], "work": [], "acc": []}
         self._metric_points = metric_points
         self._x = 0.0
@@ -576,6 +579,8 @@ class Simulation(PolicyBackend):
             self._acc += self.cache.advance(dw)
         else:
             self._acc += (self._reads + self._writes) * dw
+        if x > 0 and len(self._util) == len(self._util_s):
+            self._util_s += np.asarray(self._util) * dt
         self.work += dw
         self.now = t
         self.timeline.advance(t, self.work)

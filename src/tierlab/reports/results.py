@@ -51,6 +51,10 @@ def make_record(sim) -> dict:
         "work_unit": sim.workload.work_unit,
         "throughput": float(sim.work / sim.now) if sim.now > 0 else 0.0,
         "tier_access_share": share,
+        # bandwidth utilisation per node (memory mode: per device) averaged over the
+        # run; application stalls count as idle
+        "mean_util": {n: float(u / sim.now) if sim.now > 0 else 0.0
+                      for n, u in zip(names, sim._util_s)},
         "slow_share": float(slow),
         "slow_tiers": slow_tiers,
         "fast_tier": names[0] if cache is not None else m.tiers[m.demotion[0]].name,

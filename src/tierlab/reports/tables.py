@@ -61,6 +61,24 @@ def tie_notes(records: list[dict]) -> list[str]:
     return notes
 
 
+def bandwidth_notes(records: list[dict], busy: float = 0.8) -> list[str]:
+    """One line per workload and machine whose `static` run keeps a node at least
+    `busy` utilised on average: bandwidth binds there (in a --scale miniature, copies x
+    threads were scaled down until it did), so placement trades hits for bandwidth."""
+    notes = []
+    for r in records:
+        util = r.get("mean_util") or {}
+        hot = {n: u for n, u in util.items() if u >= busy}
+        if r["policy"] == "static" and hot:
+            where = ", ".join(f"{n} {100 * u:.0f}%" for n, u in hot.items())
+            scale = r.get("scale")
+            mini = f" (miniature at scale {scale:g})" if scale and scale != 1 else ""
+            notes.append(f"note: {short_name(r['workload'])} on {r['machine']}{mini} is "
+                         f"bandwidth-bound: under static, mean utilisation {where}; "
+                         "the oracle spreads hot pages over tiers there")
+    return notes
+
+
 def geomean_speedups(records: list[dict]) -> dict:
     """Geometric-mean speedup per (machine, alloc, policy) over the workloads."""
     groups: dict = {}
