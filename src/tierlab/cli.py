@@ -426,12 +426,13 @@ def parser() -> argparse.ArgumentParser:
                         "next to the simulator's), PNG figures and DIR/results.json.",
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     rp.add_argument("name", help="which paper: idt, hemem, telescope, johnny-cache, "
-                    "allocation")
+                    "allocation, colloid")
     rp.add_argument("--out", help="output directory (required unless --resume)")
     rp.add_argument("--scale", type=_scale, default=None,
                     help="miniature scale (default: idt 1/64, as the @baselines suite; "
                     "hemem 1/256, a 2 GiB miniature of its 512 GiB GUPS; telescope 1, "
-                    "the paper's footprints; johnny-cache 1/32; allocation 1/64)")
+                    "the paper's footprints; johnny-cache 1/32; allocation 1/64; colloid "
+                    "1/64)")
     rp.add_argument("--workloads", type=_csv, default=["@baselines"],
                     help="workload specs or @SUITE (default: @baselines)")
     rp.add_argument("--jobs", type=int, default=os.cpu_count() or 1,

@@ -163,6 +163,7 @@ class PolicyView:
         "lru", "bits", "cache",
         # actions and scheduling
         "free", "capacity", "node_of", "rng_for", "scaled_bytes", "migrate",
+        "tier_counters",
         "migrate_range", "exchange", "reclaim", "every", "charge_cpu", "stall",
         # allocation policies place first touches with it
         "_place_upto",
@@ -281,6 +282,10 @@ class Simulation(PolicyBackend):
         #: utilisation x seconds per node while the application ran (mean_util)
         self._util_s = np.zeros(len(self._acc))
         self._util = [0.0] * len(self._acc)
+        #: uncore counters per node (Colloid's CHA TOR events): demand reads inserted
+        #: and their occupancy integral (reads x loaded latency, ns); `tier_counters`
+        self._inserts = np.zeros(k)
+        self._occupancy = np.zeros(k)
         self._series = {"t": [], "work": [], "acc": []}
         self._metric_points = metric_points
         self._x = 0.0
@@ -557,6 +562,12 @@ class Simulation(PolicyBackend):
             self._x_dirty = False
         return self._x
 
+    def tier_counters(self):
+        """Cumulative per-node uncore counters, as Colloid reads CHA TOR inserts and
+        occupancy (Little's law: occupancy / inserts = loaded read latency, ns): what
+        the hardware shows, not the workload's rates."""
+        return self._inserts.copy(), self._occupancy.copy()
+
     def predict(self, reads, writes):
         """(throughput, per-node utilisation) the closed loop would reach with `reads`
         and `writes` (accesses per unit of work on each node) under this run's devices
@@ -580,7 +591,12 @@ class Simulation(PolicyBackend):
         else:
             self._acc += (self._reads + self._writes) * dw
         if x > 0 and len(self._util) == len(self._util_s):
-            self._util_s += np.asarray(self._util) * dt
+            u = np.minimum(np.asarray(self._util), 0.999999)
+            self._util_s += u * dt
+            if self.cache is None:
+                reads = self._reads * dw
+                self._inserts += reads
+                self._occupancy += reads * np.asarray(self._lat_r) * (1 + u / (2 * (1 - u)))
         self.work += dw
         self.now = t
         self.timeline.advance(t, self.work)

@@ -418,8 +418,13 @@ class HeMem(Policy):
             self._enqueue(cand[n:n + 1])
         if n == 0:
             return
-        prom = cand[:n]
-        ev = vict[:int(nv[n - 1])]
+        self._apply(cand[:n], vict[:int(nv[n - 1])], now)
+
+    def _apply(self, prom, ev, now: float) -> None:
+        """Move 2 MiB pages: `ev` down (to the first lower node with room), then `prom`
+        to the top node; re-list them, keep the copy thread busy for the copies and
+        charge the write-protection stalls."""
+        sim = self.sim
         moved_ev = 0
         epages = self._pages(ev, on_top=True)
         for node in self.lower:

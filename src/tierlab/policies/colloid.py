@@ -1,0 +1,226 @@
+"""`colloid-hemem`: Colloid (Vuppalapati and Agarwal, "Tiered Memory Management: Access
+Latency is the Key!", SOSP'24) on HeMem, from ALGORITHMS.md ("Colloid"; the shipped
+HeMem artifact, webglider/hemem@1b442e5, src/pebs.c).
+
+Principle: place pages so the tiers' *loaded* access latencies are equal, not so the
+default tier serves the most accesses.
+
+Measurement (`LoadedLatency`): per tier, uncore counters of demand reads inserted (I) and
+their occupancy (O, requests in flight x time; `sim.tier_counters`, the CHA TOR events
+0x35/0x36), per policy loop (10 ms) differences smoothed by an EWMA with alpha = 1/16
+(`COLLOID_EWMA`), each of O and I. Little's law: L = O / I. The default tier D is the
+top node of the demotion path, the alternate tier A every other node together (Colloid
+is a two-tier design). p = I_D / (I_D + I_A), the share of accesses the default tier
+serves.
+
+Each loop (HeMem's 10 ms policy thread), instead of HeMem's hot/cold promotion:
+- target shift (`COLLOID_EXPR3`, the artifact's closed form): dp = p (1 - p) |L_D - L_A|
+  / ((1 - p) L_D + p L_A); L_D > L_A shifts access probability to A (hot pages move
+  down), L_D < L_A toward D (hot pages move up);
+- byte limit per loop (`COLLOID_DYNAMIC_LIMIT`): min(`limit` = 100 MB, dp x the loop's
+  traffic (I_D + I_A) x 64 B), `limit` scaled in miniatures; at least one pair a loop;
+- page choice (`SCAN_AND_SORT`): a 2 MiB page's share p_i = its decayed PEBS count /
+  the total; repeatedly take the pair (i in the higher-latency tier, j in the other)
+  with the largest p_i - p_j in (0, remaining dp] and swap them; a free frame in the
+  lower-latency tier is a partner of share 0. A zero-count page of A is never promoted
+  and a zero-count page of D is not demoted while D has a free frame (the pair rule
+  already excludes both: p_i - p_j must be > 0).
+HeMem's sampling, counts and cooling stay as in `hemem`. While one tier serves no reads
+(p = 0 or 1, where the shift is 0 and a latency cannot be measured, e.g. every page
+allocated in the alternate tier) HeMem's own promotion runs (an assumption: the
+artifact's HeMem allocates in the default tier first, so it never starts there).
+
+Option: `rule=search` is the binary-search target of HeMem commit 73136df and
+MEMTIS+Colloid (bounds [p_lo, p_hi], delta 5%, epsilon 1%); `rule=closed` (default) is
+the closed form above.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..units import PAGE, parse_size
+from ..workloads._common import parse_choice, parse_number
+from .base import POLICIES
+from .hemem import DRAM, HP, NVM, HeMem
+
+ACCESS_BYTES = 64
+
+
+class LoadedLatency:
+    """Colloid's latency view of two tiers from the uncore counters (module docstring)."""
+
+    def __init__(self, sim, default: int, alpha: float = 1 / 16):
+        self.sim = sim
+        self.default = default
+        self.alpha = float(alpha)
+        self._last = None
+        self.occ = np.zeros(2)
+        self.ins = np.zeros(2)
+        self.traffic = 0.0  # accesses in the last loop
+
+    def update(self) -> None:
+        """Fold the counters' change since the last call into the EWMAs."""
+        ins, occ = self.sim.tier_counters()
+        if self._last is None:
+            self._last = (ins, occ)
+            return
+        di, do = ins - self._last[0], occ - self._last[1]
+        self._last = (ins, occ)
+        alt = np.arange(ins.shape[0]) != self.default
+        d_i = np.array([di[self.default], di[alt].sum()])
+        d_o = np.array([do[self.default], do[alt].sum()])
+        self.ins += self.alpha * (d_i - self.ins)
+        self.occ += self.alpha * (d_o - self.occ)
+        self.traffic = float(d_i.sum())
+
+    def state(self):
+        """(L_D, L_A, p), or None before both tiers were seen serving reads."""
+        if np.any(self.ins <= 0):
+            return None
+        lat = self.occ / self.ins
+        return float(lat[0]), float(lat[1]), float(self.ins[0] / self.ins.sum())
+
+
+def delta_p_closed(l_d: float, l_a: float, p: float) -> float:
+    """COLLOID_EXPR3: p (1 - p) |L_D - L_A| / ((1 - p) L_D + p L_A)."""
+    den = (1 - p) * l_d + p * l_a
+    return p * (1 - p) * abs(l_d - l_a) / den if den > 0 else 0.0
+
+
+class BinarySearch:
+    """The target of HeMem 73136df / MEMTIS+Colloid: bounds on p narrowed toward equal
+    latencies (delta 5%: close enough; epsilon 1%: re-open the bound)."""
+
+    def __init__(self, delta: float = 0.05, eps: float = 0.01):
+        self.lo, self.hi, self.delta, self.eps = 0.0, 1.0, delta, eps
+
+    def __call__(self, l_d: float, l_a: float, p: float) -> float:
+        if abs(l_d - l_a) <= self.delta * l_d:
+            return 0.0
+        if l_d < l_a:
+            self.lo = p
+            if self.hi <= self.lo:
+                self.hi = 1.0
+            if self.hi - self.lo < self.eps:
+                self.hi = 1.0
+        else:
+            self.hi = p
+            if self.lo >= self.hi:
+                self.lo = 0.0
+            if self.hi - self.lo < self.eps:
+                self.lo = 0.0
+        return abs((self.lo + self.hi) / 2 - p)
+
+
+def pick_pairs(p_src, p_dst, free_slots: int, dp: float, most: int):
+    """Pairs (index into p_src, index into p_dst or -1 for a free frame) swapped in
+    order, each with the largest p_i - p_j in (0, remaining dp]; at most `most`."""
+    if p_src.size == 0:
+        return []
+    order = np.argsort(p_dst, kind="stable")
+    dst = p_dst[order]
+    used_s = np.zeros(p_src.shape[0], dtype=bool)
+    used_d = np.zeros(dst.shape[0], dtype=bool)
+    pairs = []
+    left = dp
+    while len(pairs) < most and left > 0:
+        avail = dst.copy()
+        avail[used_d] = np.inf
+        # the smallest unused partner share >= p_i - left (largest difference <= left)
+        srt = np.sort(avail)
+        pos = np.argsort(avail, kind="stable")
+        k = np.searchsorted(srt, p_src - left, side="left")
+        ok = (k < srt.shape[0]) & ~used_s
+        part = np.where(ok, srt[np.minimum(k, srt.shape[0] - 1)], np.inf) if srt.size \
+            else np.full(p_src.shape[0], np.inf)
+        diff = np.where(part < p_src, p_src - part, -np.inf)
+        if free_slots > 0:  # a free frame: a partner of share 0
+            free_diff = np.where(~used_s & (p_src <= left) & (p_src > 0), p_src, -np.inf)
+            use_free = free_diff >= diff
+            diff = np.maximum(diff, free_diff)
+        else:
+            use_free = np.zeros(p_src.shape[0], dtype=bool)
+        i = int(np.argmax(diff))
+        if not np.isfinite(diff[i]) or diff[i] <= 0:
+            break
+        if use_free[i]:
+            pairs.append((i, -1))
+            free_slots -= 1
+        else:
+            j = int(pos[k[i]])
+            pairs.append((i, int(order[j])))
+            used_d[j] = True
+        used_s[i] = True
+        left -= float(diff[i])
+    return pairs
+
+
+@POLICIES.register("colloid-hemem")
+class ColloidHeMem(HeMem):
+    """Colloid (SOSP'24) on HeMem: swap 2 MiB pages between the default and the
+    alternate tier until their loaded latencies (Little's law on uncore counters) are
+    equal."""
+
+    def __init__(self, rule="closed", alpha=1 / 16, limit="100MB", **hemem):
+        super().__init__(**hemem)
+        self.params.update(rule=rule, alpha=alpha, limit=limit)
+        self.rule = parse_choice(rule, "colloid rule", ("closed", "search"))
+        self.alpha = parse_number(alpha, "colloid alpha", lo=0.0, hi=1.0, lo_open=True)
+        self.limit = parse_size(limit, "colloid limit")
+        self._search = BinarySearch()
+        self.shifts = {"down": 0, "up": 0}
+        self.last = None
+
+    def attach(self, sim) -> None:
+        super().attach(sim)
+        self.view = LoadedLatency(sim, self.top, self.alpha)
+
+    def _migrate(self, now: float) -> None:
+        self.view.update()
+        st = self.view.state()
+        if st is None:  # a tier serves nothing yet (p = 0 or 1: the shift would be 0)
+            super()._migrate(now)
+            return
+        l_d, l_a, p = st
+        dp = (delta_p_closed(l_d, l_a, p) if self.rule == "closed"
+              else self._search(l_d, l_a, p))
+        self.last = {"L_D": l_d, "L_A": l_a, "p": p, "dp": dp}
+        if dp <= 0:
+            return
+        down = l_d > l_a  # hot pages leave the default tier
+        src_tier, dst_tier = (DRAM, NVM) if down else (NVM, DRAM)
+        live = np.flatnonzero(self.tier != 2)
+        r, w = self._halve(live)
+        count = (r + w).astype(float)
+        total = count.sum()
+        if total <= 0:
+            return
+        share = np.zeros(self.tier.shape[0])
+        share[live] = count / total
+        src = np.flatnonzero(self.tier == src_tier)
+        dst = np.flatnonzero(self.tier == dst_tier)
+        mem = self.sim.mem
+        if down:
+            free = sum(max(int(mem.free[n] - mem.wmark_min[n]), 0) for n in self.lower)
+        else:
+            free = max(int(mem.free[self.top] - mem.wmark_low[self.top]), 0)
+        limit = min(self.sim.scaled_bytes(self.limit), dp * self.view.traffic * ACCESS_BYTES)
+        most = max(int(limit // (2 * HP * PAGE)), 1)  # a pair copies two 2 MiB pages
+        p_dst = share[dst]
+        if down:  # a zero-count page of the alternate tier is never promoted
+            p_dst = np.where(p_dst > 0, p_dst, np.inf)
+        pairs = pick_pairs(share[src], p_dst, free // HP, dp, most)
+        if not pairs:
+            return
+        moving = src[[i for i, _ in pairs]]
+        partners = dst[[j for _, j in pairs if j >= 0]]
+        self.shifts["down" if down else "up"] += len(pairs)
+        if down:
+            self._apply(partners, moving, now)
+        else:
+            self._apply(moving, partners, now)
+
+    def stats(self) -> dict:
+        out = super().stats()
+        out.update(colloid_shifts=dict(self.shifts), colloid_last=self.last)
+        return out

@@ -1,0 +1,60 @@
+"""Colloid (SOSP'24) on HeMem: the latency view, the target shift, the pair choice, and
+the paper's shape: no harm unloaded, a gain once an antagonist loads the default tier."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tierlab
+from tierlab.policies.colloid import BinarySearch, delta_p_closed, pick_pairs
+
+
+@pytest.mark.parametrize("o_d, o_a, i_d, i_a", [(900.0, 300.0, 6.0, 2.0),
+                                                (100.0, 500.0, 3.0, 5.0)])
+def test_closed_form_is_the_artifacts_counter_expression(o_d, o_a, i_d, i_a):
+    """COLLOID_EXPR3 in counters: |O_D - b O_A| / ((I_D + I_A)(b O_A / I_A + O_D / I_D)),
+    b = I_D / I_A; in latencies p (1-p) |L_D - L_A| / ((1-p) L_D + p L_A)."""
+    b = i_d / i_a
+    code = abs(o_d - b * o_a) / ((i_d + i_a) * (b * o_a / i_a + o_d / i_d))
+    p = i_d / (i_d + i_a)
+    assert delta_p_closed(o_d / i_d, o_a / i_a, p) == pytest.approx(code)
+    assert delta_p_closed(100.0, 100.0, 0.7) == 0.0
+
+
+def test_binary_search_narrows_toward_equal_latencies():
+    s = BinarySearch()
+    assert s(100.0, 103.0, 0.5) == 0.0  # within 5%: done
+    assert s(100.0, 200.0, 0.5) == pytest.approx(0.25)  # default faster: toward [0.5, 1]
+    assert s(300.0, 100.0, 0.7) == pytest.approx(0.1)  # overshot: [0.5, 0.7] -> 0.6
+
+
+def test_pairs_take_the_largest_difference_within_the_remaining_shift():
+    src = np.array([0.30, 0.20, 0.05])  # the higher-latency tier's pages
+    dst = np.array([0.01, 0.10, 0.25])
+    # dp 0.25: 0.30 - 0.10 = 0.20 is the largest difference <= 0.25 (0.30 - 0.01 > dp)
+    assert pick_pairs(src, dst, 0, 0.25, 1) == [(0, 1)]
+    # then 0.05 left: 0.05 - 0.01 = 0.04
+    assert pick_pairs(src, dst, 0, 0.25, 5) == [(0, 1), (2, 0)]
+    # a free frame is a partner of share 0, preferred at equal difference
+    assert pick_pairs(np.array([0.2]), np.array([0.0]), 1, 0.5, 3) == [(0, -1)]
+    # nothing qualifies: no positive difference within dp
+    assert pick_pairs(np.array([0.1]), np.array([0.2]), 0, 0.5, 3) == []
+
+
+def _run(policy, antagonist):
+    m = "dram-cxl:dram=24GiB,cxl=96GiB,cxl_lat=135ns" + (
+        f",antagonist=dram@{antagonist}" if antagonist else "")
+    return tierlab.run(machine=m, workload="gups:hotset,size=72GiB,hot=20GiB,threads=15",
+                       policy=policy, scale=1 / 64)
+
+
+def test_colloid_balances_loaded_latency_under_an_antagonist():
+    hemem, colloid = _run("hemem", "75%"), _run("colloid-hemem", "75%")
+    last = colloid["policy_stats"]["colloid_last"]
+    # the default tier's loaded latency is brought to the alternate tier's
+    assert last["L_D"] == pytest.approx(last["L_A"], rel=0.15)
+    assert colloid["policy_stats"]["colloid_shifts"]["down"] > 0
+    assert colloid["tier_access_share"]["dram"] < hemem["tier_access_share"]["dram"]
+    assert colloid["throughput"] > 1.2 * hemem["throughput"]
+    for r in (hemem, colloid):
+        assert r["migrated_bytes"] <= 20 * r["footprint_bytes"]
