@@ -1,7 +1,10 @@
 """The oracle is the upper bound of the engine's own cost model (docs/model.md,
 "Oracle"): with bandwidth binding it spreads hot pages over the tiers and beats the
-hits placement and first touch (the allocator's dram0); where capacity binds it is the hits placement."""
+hits placement and first touch (the allocator's dram0); where capacity binds it is the
+hits placement; no registered policy beats it."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -98,3 +101,31 @@ def test_records_carry_mean_utilisation_and_compare_names_bandwidth_bound_runs()
     assert bandwidth_notes([free]) == []
     (note,) = bandwidth_notes([busy])
     assert "bandwidth-bound" in note and "dram 9" in note and "scale 0.015625" in note
+
+
+def _placement_policies():
+    from tierlab.policies import POLICIES
+    return sorted(n for n in POLICIES.names() if not n.startswith("test-") and n != "oracle"
+                  and not getattr(POLICIES.get(n), "needs_dram_cache", False))
+
+
+@pytest.mark.parametrize("regime", ["capacity", "bandwidth"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_no_policy_beats_the_oracle(regime, seed):
+    """Issue 17: the oracle is an upper bound under the engine's own cost model, for
+    every registered policy, where capacity binds and where bandwidth binds (an
+    antagonist keeps 80% of DRAM busy). Tolerance 0.5%: a policy may fill DRAM between
+    the min and low watermarks, where the oracle stops."""
+    from conftest import HotCold
+    from test_engine import simulate, small_machine
+    m = small_machine(dram_pages=600, slow_pages=8192)
+    if regime == "bandwidth":
+        m = replace(m, antagonist={0: 0.8})
+    wl = lambda: HotCold(n=3000, hot=400, phases=2, work=2e9)  # noqa: E731
+    best = simulate(m, wl(), "oracle", seed=seed)[1]
+    if regime == "bandwidth":
+        assert best["mean_util"]["dram"] >= 0.8
+    for policy in _placement_policies():
+        rec = simulate(m, wl(), policy, seed=seed)[1]
+        assert rec["throughput"] <= best["throughput"] * 1.005, (policy, rec["throughput"],
+                                                                 best["throughput"])
