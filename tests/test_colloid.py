@@ -58,3 +58,16 @@ def test_colloid_balances_loaded_latency_under_an_antagonist():
     assert colloid["throughput"] > 1.2 * hemem["throughput"]
     for r in (hemem, colloid):
         assert r["migrated_bytes"] <= 20 * r["footprint_bytes"]
+
+
+def test_colloid_tpp_is_tpp_unloaded_and_demotes_hot_pages_under_load():
+    """The artifact's TPP integration is on/off: no antagonist, L_D < L_A and it is TPP
+    exactly; with the default tier loaded it refuses promotions and demotes hot
+    default-tier pages until the loaded latencies meet."""
+    tpp0, col0 = _run("tpp", None), _run("colloid-tpp", None)
+    assert col0["throughput"] == pytest.approx(tpp0["throughput"], rel=1e-9)
+    assert col0["policy_stats"]["colloid_on_polls"] == 0
+    tpp3, col3 = _run("tpp", "75%"), _run("colloid-tpp", "75%")
+    assert col3["policy_stats"]["colloid_demoted"] > 0
+    assert col3["tier_access_share"]["dram"] < tpp3["tier_access_share"]["dram"]
+    assert col3["throughput"] > 1.2 * tpp3["throughput"]

@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..units import PAGE, parse_size
+from ..units import PAGE, parse_duration, parse_size
 from ..workloads._common import parse_choice, parse_number
 from .base import POLICIES
 from .hemem import DRAM, HP, NVM, HeMem
+from .tpp import Tpp
 
 ACCESS_BYTES = 64
 
@@ -224,3 +225,64 @@ class ColloidHeMem(HeMem):
         out = super().stats()
         out.update(colloid_shifts=dict(self.shifts), colloid_last=self.last)
         return out
+
+
+@POLICIES.register("colloid-tpp")
+class ColloidTpp(Tpp):
+    """Colloid (SOSP'24) on TPP, the artifact's on/off integration (numa_balancing=6;
+    host-architecture/colloid, tpp/linux-6.3): while the default tier's loaded latency
+    exceeds the alternate tier's, hint faults promote nothing, default-tier pages are
+    scanned too, and a faulting default-tier page that is hot (hint-fault latency under
+    `hot_threshold`, TPP's 1 s, or on the active LRU) is demoted down the path.
+
+    Measurement: `LoadedLatency` once per hint-fault poll (50 ms). colloid-mon busy-polls
+    the counters with alpha 1/32, a time constant far below a poll, so per poll the
+    counters' difference already is that average; `alpha` (1/2, colloid-mon's 10 ms
+    timer mode) smooths across polls.
+    """
+
+    def __init__(self, alpha=0.5, hot_threshold="1s", **tpp):
+        super().__init__(**tpp)
+        self.params.update(alpha=alpha, hot_threshold=hot_threshold)
+        self.alpha = parse_number(alpha, "colloid alpha", lo=0.0, hi=1.0, lo_open=True)
+        self.hot_threshold = parse_duration(hot_threshold, "colloid hot_threshold")
+        self.colloid_on = False
+        self.on_polls = 0
+        self.demoted_hot = 0
+        self.last = None
+
+    def attach(self, sim):
+        super().attach(sim)
+        self.view = LoadedLatency(sim, self.dst, self.alpha)
+
+    def may_promote(self) -> bool:
+        return not self.colloid_on
+
+    def on_faults(self, pages, times, latency, now):
+        self.view.update()
+        st = self.view.state()
+        if st is not None:
+            self.last = {"L_D": st[0], "L_A": st[1], "p": st[2]}
+        on = st is not None and st[0] > st[1]
+        if on != self.colloid_on:  # default-tier pages are scanned while Colloid is on
+            self.scanner._skip[self.top] = not on
+            self.colloid_on = on
+        if on:
+            self.on_polls += 1
+            sim = self.sim
+            nodes = sim.node_of(pages)
+            top = (nodes != 255) & self.top_mask[nodes]
+            p = pages[top]
+            hot = (np.asarray(latency)[top] < self.hot_threshold) | sim.lru.is_active(p)
+            lower = sim.machine.lower(self.dst)
+            if lower is not None and hot.any():
+                self.demoted_hot += sim.migrate(p[hot], lower, reason="colloid-demote")
+            pages, times = pages[~top], times[~top]
+            latency = np.asarray(latency)[~top]
+        super().on_faults(pages, times, latency, now)
+
+    def stats(self):
+        d = super().stats()
+        d.update(colloid_on_polls=int(self.on_polls), colloid_demoted=int(self.demoted_hot),
+                 colloid_last=self.last)
+        return d

@@ -103,6 +103,7 @@ class Tpp(NumaBalancingBase):
         sim.lru.mark_accessed(p[~act])
         self.marked += int((~act).sum())
         self.kswapd.wake_below_target()
+        act &= self.may_promote()
         moved, failed = self.kswapd.serve(p[act], t[act], now, "promote")
         self.promoted += moved
         self.promote_failed += failed
@@ -113,6 +114,11 @@ class Tpp(NumaBalancingBase):
         if n or failed:
             self.scanner.account(local=nl, remote=n - nl, private=priv, shared=shared,
                                  failed=failed)
+
+    def may_promote(self) -> bool:
+        """Whether hint faults may promote now (always here; Colloid refuses while the
+        default tier's loaded latency is the higher)."""
+        return True
 
     def stats(self):
         d = super().stats()

@@ -8,7 +8,7 @@ socket's uncore frequency; here `dram-cxl:cxl_lat=`). The antagonist (the artifa
 `mio` STREAM on 0/5/10/15 cores of the default tier's socket, "0x-3x") is
 `antagonist=dram@SHARE` with 1x = 25% of the default tier's bandwidth kept busy, 2x =
 50%, 3x = 75%: a mapping chosen here (the artifact gives cores, not bandwidth; 15
-STREAM cores about saturate a socket's DRAM). TPP+Colloid is not implemented yet.
+STREAM cores about saturate a socket's DRAM). TPP and TPP+Colloid run on the same grid.
 """
 from __future__ import annotations
 
@@ -21,10 +21,13 @@ from .. import api
 LATENCIES = [135, 148, 168, 192]
 LOADS = [0, 1, 2, 3]
 SHARE_PER_X = 25  #: % of the default tier's bandwidth one "x" of antagonist keeps busy
-POLICIES = ["hemem", "colloid-hemem"]
+POLICIES = ["hemem", "colloid-hemem", "tpp", "colloid-tpp"]
+#: (base, with Colloid) pairs
+PAIRS = [("hemem", "colloid-hemem"), ("tpp", "colloid-tpp")]
 WORKLOAD = "gups:hotset,size=72GiB,hot=20GiB,threads=15"
-#: HeMem+Colloid over HeMem in the artifact at 3x, by latency; 0x: 0.99-1.01
-PAPER_3X = {135: 2.36, 148: 2.19, 168: 1.97, 192: 1.76}
+#: X+Colloid over X in the artifact at 3x, by latency; HeMem at 0x: 0.99-1.01
+PAPER_3X = {"hemem": {135: 2.36, 148: 2.19, 168: 1.97, 192: 1.76},
+            "tpp": {135: 1.81, 148: 1.72, 168: 1.59, 192: 1.50}}
 COLLOID_SCALE = 1 / 64
 
 
@@ -45,24 +48,28 @@ def reproduce_colloid(out: Path, scale: float, workloads, jobs, on_done=None) ->
                        baseline="hemem", jobs=jobs, on_done=on_done)
     (out / "results.json").write_text(json.dumps(recs, indent=1))
     by = {(r["machine"], r["policy"]): r for r in recs}
-    gain = {k: by[(m, "colloid-hemem")]["throughput"] / by[(m, "hemem")]["throughput"]
-            for k, m in grid.items()}
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for lat in LATENCIES:
-        ax.plot(LOADS, [gain[(lat, x)] for x in LOADS], "o-", label=f"{lat} ns")
-    ax.axhline(1.0, color="grey", lw=1, ls=":")
-    ax.set_xticks(LOADS, [f"{x}x" for x in LOADS])
-    ax.set_xlabel(f"antagonist on the default tier (1x = {SHARE_PER_X}% of its bandwidth)")
-    ax.set_ylabel("HeMem+Colloid / HeMem")
-    ax.legend(title="alternate tier", fontsize=8)
+    gain = {(base, k): by[(m, col)]["throughput"] / by[(m, base)]["throughput"]
+            for base, col in PAIRS for k, m in grid.items()}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, (base, col) in zip(axes, PAIRS):
+        for lat in LATENCIES:
+            ax.plot(LOADS, [gain[(base, (lat, x))] for x in LOADS], "o-", label=f"{lat} ns")
+        ax.axhline(1.0, color="grey", lw=1, ls=":")
+        ax.set_xticks(LOADS, [f"{x}x" for x in LOADS])
+        ax.set_xlabel(f"antagonist (1x = {SHARE_PER_X}% of the default tier's bandwidth)")
+        ax.set_title(f"{col} / {base}")
+    axes[0].set_ylabel("throughput with Colloid / without")
+    axes[0].legend(title="alternate tier", fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "colloid-gups.png", dpi=110)
     plt.close(fig)
-    rows = ["| alternate tier | " + " | ".join(f"{x}x" for x in LOADS) + " | paper 3x |",
-            "|---:|" + "---:|" * (len(LOADS) + 1)]
-    for lat in LATENCIES:
-        rows.append(f"| {lat} ns | " + " | ".join(f"{gain[(lat, x)]:.2f}" for x in LOADS)
-                    + f" | {PAPER_3X[lat]:.2f} |")
+    rows = ["| system | alternate tier | " + " | ".join(f"{x}x" for x in LOADS)
+            + " | paper 3x |", "|---|---:|" + "---:|" * (len(LOADS) + 1)]
+    for base, col in PAIRS:
+        for lat in LATENCIES:
+            rows.append(f"| {col} / {base} | {lat} ns | "
+                        + " | ".join(f"{gain[(base, (lat, x))]:.2f}" for x in LOADS)
+                        + f" | {PAPER_3X[base][lat]:.2f} |")
     lrows = ["| alternate tier | load | policy | default-tier share | L_D ns | L_A ns |"
              " migrated |", "|---:|---:|---|---:|---:|---:|---:|"]
     for (lat, x), m in grid.items():
@@ -74,25 +81,29 @@ def reproduce_colloid(out: Path, scale: float, workloads, jobs, on_done=None) ->
                          f"{last.get('L_D', float('nan')):.0f} | "
                          f"{last.get('L_A', float('nan')):.0f} | "
                          f"{r['migrated_bytes'] / 2**30:.1f} GiB |")
-    zero = [gain[(lat, 0)] for lat in LATENCIES]
-    three = [gain[(lat, 3)] for lat in LATENCIES]
+
+    def span(base, x):
+        v = [gain[(base, (lat, x))] for lat in LATENCIES]
+        return f"{min(v):.2f}-{max(v):.2f}x"
     text = f"""# Colloid (SOSP'24) reproduced in tierlab
 
 `{WORKLOAD}` on `dram-cxl:dram=25GiB,cxl=96GiB,cxl_lat=LAT` at scale {scale:g}, with
 `antagonist=dram@SHARE` for the artifact's 0x-3x STREAM load (1x = {SHARE_PER_X}% of the
-default tier's bandwidth; a mapping chosen here). HeMem+Colloid (`colloid-hemem`)
-throughput over HeMem's (`hemem`) on the same machine. Records: `results.json`.
+default tier's bandwidth; a mapping chosen here). Throughput with Colloid over without
+on the same machine: HeMem+Colloid (`colloid-hemem`) over `hemem`, TPP+Colloid
+(`colloid-tpp`) over `tpp`. Records: `results.json`.
 
 {chr(10).join(rows)}
 
-![HeMem+Colloid over HeMem](colloid-gups.png)
+![with Colloid over without](colloid-gups.png)
 
-The artifact: 0.99-1.01x with no antagonist, 1.76-2.36x at 3x (decreasing with the
-alternate tier's latency). Here: {min(zero):.2f}-{max(zero):.2f}x at 0x and
-{min(three):.2f}-{max(three):.2f}x at 3x.
+The artifact: HeMem+Colloid 0.99-1.01x with no antagonist and 1.76-2.36x at 3x, TPP+Colloid
+1.50-1.81x at 3x, both decreasing with the alternate tier's latency. Here: HeMem+Colloid
+{span("hemem", 0)} at 0x and {span("hemem", 3)} at 3x; TPP+Colloid {span("tpp", 0)} at 0x
+and {span("tpp", 3)} at 3x.
 
 Latencies at the end of each run, as Colloid's counters see them (L = occupancy /
-inserts, EWMA), and where the accesses went (`colloid_last` is empty for HeMem):
+inserts, EWMA), and where the accesses went (`colloid_last` is empty without Colloid):
 
 {chr(10).join(lrows)}
 """
