@@ -5,18 +5,20 @@ closed loop (engine/throughput.py: latencies, loaded latency per node, bandwidth
 is fastest.
 
 `objective=throughput` (the default, issue 17): the placement maximises the engine's
-throughput X. With pages ranked hottest first and cut into pieces of equal rate, the
-decision is how many pages of each piece go to each node; X depends on it only through
-the per-node read and write totals. For a fixed X the stall time is convex in those
-totals (a linear term times the M/D/1 factor of a linear utilisation), so the problem is
-solved by Frank-Wolfe on the piece x node shares: each step linearises the stall at the
-current X (per node, the marginal time of one more read or write, loaded-latency
-derivative included), solves that transportation LP (HiGHS) and line-searches X along
-the step. It starts from the hits placement and never accepts a worse X, so it is that
-placement when bandwidth does not bind, and spreads hot pages to other tiers when the
-fast tier's loaded latency exceeds theirs (Colloid's observation, SOSP'24). Cost per
-change: O(pieces) with at most `bins` (256) pieces after grouping adjacent ones in the
-hot order, plus one O(pages) pass to place.
+throughput X. X depends on the placement only through the per-node read and write
+totals, so pages ranked hottest first are cut into bins (`bins` (2) of equal pages, plus
+a cut at every node's capacity in that order, so the hits placement is one of the
+candidates), and SLSQP chooses each bin's share per node (capacities, every page placed)
+with dX/dshare from the implicit function theorem on X t(X) = threads (per node, the
+marginal stall of one more read or write at fixed X, loaded-latency rise included, over
+t + X dt/dX). A node's pages of a bin are spread evenly over the bin (`interleave`), so
+each node gets the bin's mean rates as the solver assumed. It starts from the hits
+placement and the placed result is kept only if it is faster (`_best`), so it is that
+placement when bandwidth does not bind, and spreads hot pages over the tiers when the
+fast tier's loaded latency exceeds theirs (Colloid's observation, SOSP'24). It is a
+bound within the bins' resolution; more bins were slower and not better here (SLSQP's
+local optima). Cost per change: the solve over bins x nodes, plus O(pages) passes to
+rank and place.
 
 `objective=hits`: the earlier rule, hottest pages in the lowest-latency nodes (fast-tier
 hits maximised); not a bound once bandwidth binds.
@@ -161,8 +163,8 @@ def _stall(reads, writes, x, devices):
     return total
 
 
-def interleave(counts, first_rank, total: int):
-    """Node of every rank: bin b's ranks [first_rank[b], ...) hold counts[b, i] pages of
+def interleave(counts):
+    """Node of every rank: the bins in rank order, bin b holding counts[b, i] pages of
     node i, each node's spread evenly over the bin (so every node gets the bin's mean
     rates, as the shares assumed)."""
     B, k = counts.shape
@@ -170,9 +172,7 @@ def interleave(counts, first_rank, total: int):
     gid = np.repeat(np.arange(B * k), c)
     t = np.arange(gid.size) - np.repeat(np.cumsum(c) - c, c)
     key = gid // k + (t + 0.5) / c[gid]
-    node = (gid % k).astype(np.uint8)[np.argsort(key, kind="stable")]
-    assert node.size == total
-    return node
+    return (gid % k).astype(np.uint8)[np.argsort(key, kind="stable")]
 
 
 def round_shares(shares, npages, limits):
@@ -255,7 +255,7 @@ class Oracle(Policy):
         shares, _ = balanced_shares(r, w, n, limits.astype(float), start, sim.predict,
                                     devices)
         self.solves += 1
-        dst = interleave(round_shares(shares, n, limits), first, len(pages))[rank]
+        dst = interleave(round_shares(shares, n, limits))[rank]
         return pages, self._best(sim, field, node, pages,
                                  _hits_node(rank, bounds, order), dst)
 
