@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engine.memory import UNALLOC
 from ..units import PAGE, parse_duration, parse_size
 from ..workloads._common import parse_choice, parse_number
 from .base import POLICIES
-from .hemem import DRAM, HP, NVM, HeMem
+from .hemem import DRAM, HP, NONE, NVM, HeMem
 from .tpp import Tpp
 
 ACCESS_BYTES = 64
@@ -190,7 +191,7 @@ class ColloidHeMem(HeMem):
             return
         down = l_d > l_a  # hot pages leave the default tier
         src_tier, dst_tier = (DRAM, NVM) if down else (NVM, DRAM)
-        live = np.flatnonzero(self.tier != 2)
+        live = np.flatnonzero(self.tier != NONE)
         r, w = self._halve(live)
         count = (r + w).astype(float)
         total = count.sum()
@@ -271,7 +272,7 @@ class ColloidTpp(Tpp):
             self.on_polls += 1
             sim = self.sim
             nodes = sim.node_of(pages)
-            top = (nodes != 255) & self.top_mask[nodes]
+            top = (nodes != UNALLOC) & self.top_mask[nodes]
             p = pages[top]
             hot = (np.asarray(latency)[top] < self.hot_threshold) | sim.lru.is_active(p)
             lower = sim.machine.lower(self.dst)
