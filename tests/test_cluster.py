@@ -126,7 +126,7 @@ def cli(*args, cwd: Path) -> subprocess.Popen:
 
 
 def finish(p: subprocess.Popen) -> tuple[int, str]:
-    _, err = p.communicate(timeout=int(os.environ.get("T", 300)))
+    _, err = p.communicate(timeout=300)
     return p.returncode, err
 
 

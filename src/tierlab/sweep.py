@@ -34,7 +34,8 @@ from .errors import TierlabError
 from .registry import Spec
 
 JSONL = "results.jsonl"
-#: the Dask worker resource a worker with this tierlab version offers (VersionGate)
+#: the Dask resource every tierlab task asks for; a worker offers it only if it runs this
+#: tierlab version (_version_gate)
 RESOURCE = f"tierlab-{__version__}"
 
 _ACTIVE: ContextVar["Sweep | None"] = ContextVar("tierlab_sweep", default=None)
@@ -181,7 +182,6 @@ class _Board:
 
     def __init__(self, console):
         self.console = console
-        self.quiet = console is None
         self.total = self.done = self.running = 0
         self.per_worker: Counter = Counter()
         self.progress = None
@@ -228,7 +228,7 @@ class _Board:
         top = ", ".join(f"{w}: {n}" for w, n in self.per_worker.most_common(4) if w)
         more = len(self.per_worker) - 4
         state = (f"{self.done}/{self.total} done, {self.running} running, {queued} "
-                 f"queued" + (f" | {top}" if top else "") + (f" +{more}" if more > 0
+                 f"queued" + (f" | {top}" if top else "") + (f" +{more} more" if more > 0
                                                              else ""))
         self.progress.update(self.task, total=max(self.total, 1), completed=self.done,
                              state=state)
