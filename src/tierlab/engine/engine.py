@@ -32,7 +32,7 @@ from ..workloads.base import Workload
 from .dram_cache import DramCache
 from .lru import LRU
 from .memory import UNALLOC, Memory
-from .throughput import solve_throughput
+from .throughput import loaded_factor, solve_throughput
 from .timeline import Timeline
 
 
@@ -596,7 +596,7 @@ class Simulation(PolicyBackend):
             if self.cache is None:
                 reads = self._reads * dw
                 self._inserts += reads
-                self._occupancy += reads * np.asarray(self._lat_r) * (1 + u / (2 * (1 - u)))
+                self._occupancy += reads * np.asarray(self._lat_r) * loaded_factor(u)
         self.work += dw
         self.now = t
         self.timeline.advance(t, self.work)

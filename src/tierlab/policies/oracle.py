@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.memory import UNALLOC
+from ..engine.throughput import loaded_factor
 from ..units import parse_duration
 from ..workloads._common import parse_choice, parse_number
 from .base import POLICIES, Policy
@@ -101,7 +102,7 @@ def marginal_times(reads, writes, x, devices):
         cw = access_bytes * (1 / bw_r[i] + 1 / bw_w[i])
         per_x = cr * reads[i] + cw * writes[i]
         u = min(bg[i] + x * per_x, 0.999999)
-        f = 1 + u / (2 * (1 - u))
+        f = loaded_factor(u)
         df = 1 / (2 * (1 - u) ** 2)
         load = reads[i] * lat_r[i] + writes[i] * lat_w[i]
         g_r[i] = lat_r[i] * f + load * df * x * cr
@@ -159,7 +160,7 @@ def _stall(reads, writes, x, devices):
     for i in range(len(reads)):
         u = min(bg[i] + x * access_bytes * ((reads[i] + writes[i]) / bw_r[i]
                                             + writes[i] / bw_w[i]), 0.999999)
-        total += (reads[i] * lat_r[i] + writes[i] * lat_w[i]) * (1 + u / (2 * (1 - u)))
+        total += (reads[i] * lat_r[i] + writes[i] * lat_w[i]) * loaded_factor(u)
     return total
 
 
