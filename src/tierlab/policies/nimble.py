@@ -1,0 +1,315 @@
+"""`nimble`: Nimble page management (Yan, Lustig, Nellans, Bhattacharjee, "Nimble Page
+Management for Tiered Memory Systems", ASPLOS'19) as a placement policy: Linux's
+active/inactive lists pick the pages, exchange migration swaps them.
+
+Sources (../shared/ALGORITHMS.md, "Nimble"; checked in the code): the kernel is
+ysarch-lab/nimble_page_management_asplos_2019 (mm/memory_manage.c: the `mm_manage`
+syscall, `shrink_lists`, `do_mm_manage`, `putback_overflow_pages`,
+`exchange_pages_between_nodes`), the launcher and scripts are
+ysarch-lab/nimble_page_management_userspace (end_to_end_launcher/launcher.c, run_all.sh,
+run_bench.sh).
+
+Rules implemented, one `mm_manage(pid, nr_pages, slow, fast, flags)` call per pass:
+
+- Invocation (launcher.c `mm_manage_handle`): a SIGALRM timer re-armed with
+  alarm(period) before each call. `period` defaults to 5 s, the experiment scripts'
+  STATS_PERIOD=5 (run_all.sh, run_bench.sh `--dumpstats_period`); the launcher's own
+  default is 1 s (`dumpstats_period = 1`): `nimble:period=1s`. nr_pages is the
+  launcher's `--managed_pages`, ULONG_MAX unless given (run_bench.sh never gives it):
+  `nr_pages=all`; a number is a full-scale page count (x `--scale`).
+- Aging, MPOL_MF_SHRINK_LISTS (run_all.sh SHRINK_PAGE_LISTS=yes; `shrink=no` turns it
+  off): `shrink_lists` ages the slow node, then the fast node; on each,
+  `for_each_evictable_lru` visits the inactive list, then the active list, and scans
+  half of each (the list's size when its turn comes, / 2) from its tail:
+  - inactive (`shrink_inactive_page_list`): page_referenced (test-and-clear of the PTE
+    accessed bits) and TestClearPageReferenced; a referenced page gets PG_referenced;
+    it is activated if it was already PG_referenced (or mapped by more than one PTE,
+    which the simulator's private pages never are): two touches activate. Every scanned
+    page goes back to the head of its list.
+  - active (`shrink_active_list`): every scanned anonymous page is deactivated
+    (page_referenced still clears its bits; only referenced executable file pages stay
+    active, and the simulator has none). PG_referenced is left as it was, so a
+    deactivated page that keeps being used is re-activated by its next reference.
+- Selection and moves, MPOL_MF_MOVE (`do_mm_manage`): the memcg's limit on the fast
+  node (`memory.max_at_node`, create_die_stacked_mem.sh) is here the node's capacity
+  minus its low watermark (where the allocator stops taking a node, alloc.py), free =
+  limit - used; nr_pages = min(nr_pages, limit). If nr_pages < free (only with an
+  explicit small `nr_pages`: with `all` it never holds) the slow node's inactive and
+  active lists are isolated alike (ISOLATE_HOT_AND_COLD_PAGES), else its active list
+  (hot); pages come from the lists' tails, up to nr_pages. If free < hot isolated,
+  (hot - free) pages are isolated from the fast node's inactive list (cold, its tail
+  first). Then:
+  - `mode=exchange` (launcher `--exchange_pages` = MOVE|MT|CONCUR|EXCHANGE): pairs
+    (hot, cold) swap places (`sim.exchange`): no free page is needed on either node;
+    cold pages left over (when free < 0) are migrated out;
+  - `mode=migrate` (`--opt_migration` = MOVE|MT|CONCUR): the cold pages are migrated to
+    the slow node (needs room there), then the hot pages in.
+  `putback_overflow_pages`: hot pages move in while the budget (free + cold pages
+  migrated out, not exchanged) exceeds two pages ("drop just one more page to avoid
+  using up free space"); the rest are put back (their lists' heads).
+  The default is `exchange`: it is the launcher's full set of Nimble's four
+  optimisations (the `exchange-pages` scheme, the last of run_all.sh's scheme list
+  "all-remote-access non-thp-migration thp-migration opt-migration exchange-pages"),
+  what the paper calls Nimble; `opt-migration` is the same without exchange.
+- Huge pages: the kernel exchanges only pairs from its huge-page lists
+  (`exchange_pages_between_nodes(..., huge_page=true)`); isolated base pages are
+  migrated out and in (`goto migrate_out`). The simulator's pages are 4 KiB, and
+  `mode=exchange` treats each as one of the THP-backed pages of Nimble's runs
+  (run_all.sh: vm.sysctl_enable_thp_migration=1 for every migrating scheme): every
+  pair is exchanged. `mode=migrate` is also what `exchange_pages` does on base pages
+  (run_bench.sh's `non-thp-exchange-pages` scheme).
+- Placement of moved pages: migration keeps PG_active and PG_referenced
+  (migrate_page_states), so a promoted hot page stays on the fast node's active list;
+  moved and put-back pages enter at their list's head.
+
+Model choices where the sources are silent or the simulator differs:
+
+- List order. Linux's lists are ordered by insertion; here each page carries the time
+  it last entered its list (its head), and "the tail" is the oldest (ties: lowest
+  address). Per-page state: that time and the time page_referenced last cleared the
+  page's accessed bits (`sim.bits.test_since` from then to now: the engine's bits look
+  back at most 10 s), 16 bytes per page; a list of n pages costs O(n log n) per pass.
+  The accessed-bit checks are charged as `sim.bits` counts them plus the engine's 50 ns
+  per page examined (`Costs.reclaim_scan_s`), as monitor CPU of the launcher.
+- More than two tiers: the syscall takes exactly one slow and one fast node
+  (VM_BUG_ON(nodes_weight != 1) in `do_mm_manage`), so a multi-level machine needs one
+  call per pair of nodes. Each pass makes one call per adjacent pair of the demotion
+  path (`sim.machine.demotion`), from the bottom pair up: hot pages can climb several
+  levels in one pass, cold pages step down one. Every node is aged once per pass (the
+  kernel would age a middle node twice, once in each of its two calls).
+- Kernel demotion: off (`kswapd_demotion = False`). Nimble's kernel (v4.x) predates
+  Linux's demotion in reclaim (5.15), and its experiments limit the fast node with the
+  memcg's max_at_node on a node with free physical memory, so reclaim never runs there:
+  allocations beyond the limit fall back to the slow node (launcher `--prefer_memnode`,
+  MPOL_PREFERRED|MPOL_F_MEMCG = `--alloc dram-preferred`), and only mm_manage moves pages
+  down.
+- The mover. The moves are the launcher's syscall, asynchronous to the application
+  (`sync=False`): the engine charges their copy as background CPU, the same work for
+  `--migrate linux` and `--migrate nimble` (its mover only shortens synchronous
+  copies), so `--migrate` does not change a `nimble` run. Nimble's mechanism is modelled
+  here as the syscall's duration: `mt` copy threads (vm.limit_mt_num = 4, run_all.sh
+  MIGRATION_MT=4), each at the machine's per-thread migration bandwidth, the two copies
+  of an exchanged pair concurrently (CONCUR); a pass that finds the previous call still
+  copying is skipped (SIGALRM does not queue; the real next call starts the moment the
+  previous one returns, here at the next tick). `mt=1` is Linux's single copy thread.
+  Not modelled: batching (migration_batch_size), THP vs base-page copy speed, the moves
+  taking effect only when the copy ends (the engine moves pages at once).
+- Not modelled: MPOL_MF_MOVE_ALL (`--move_hot_and_cold_pages`, used only when the fast
+  node is unlimited), file pages, the memhog module run_bench.sh loads alongside.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine.lru import ACTIVE, REFERENCED
+from ..engine.memory import UNALLOC
+from ..errors import TierlabError
+from ..units import PAGE, parse_duration, parse_flag
+from .base import POLICIES, Policy
+
+#: kswapd-like CPU per page examined on a list (engine `Costs.reclaim_scan_s`)
+SCAN_SECONDS = 50e-9
+MODES = ("exchange", "migrate")
+
+
+def _int(v, what: str, lo: int, hi: int) -> int:
+    try:
+        x = int(str(v).strip())
+    except ValueError:
+        raise TierlabError(f"bad nimble {what} {v!r}: expected an integer in {lo}..{hi}") \
+            from None
+    if not lo <= x <= hi:
+        raise TierlabError(f"bad nimble {what} {v!r}: expected an integer in {lo}..{hi}")
+    return x
+
+
+@POLICIES.register("nimble")
+class Nimble(Policy):
+    """Nimble (ASPLOS'19): mm_manage every 5 s ages half of Linux's LRU lists, then
+    exchanges the slow node's active pages with the fast node's inactive ones."""
+
+    #: Nimble's kernel has no demotion in reclaim; only mm_manage moves pages down
+    kswapd_demotion = False
+
+    def __init__(self, period="5s", mode="exchange", nr_pages="all", shrink="yes",
+                 mt="4"):
+        super().__init__(period=period, mode=mode, nr_pages=nr_pages, shrink=shrink,
+                         mt=mt)
+        self.period = parse_duration(period, "nimble period")
+        if self.period <= 0:
+            raise TierlabError(f"bad nimble period {period!r}: must be > 0")
+        self.mode = str(mode).strip().lower()
+        if self.mode not in MODES:
+            raise TierlabError(f"bad nimble mode {mode!r}; valid: {', '.join(MODES)}")
+        v = str(nr_pages).strip().lower()
+        self.nr_pages = None if v in ("all", "max") else _int(nr_pages, "nr_pages", 1,
+                                                                   2 ** 52)
+        self.shrink = parse_flag(shrink, "nimble shrink")
+        self.mt = _int(mt, "mt (copy threads)", 1, 64)
+
+    # -- setup ----------------------------------------------------------------------
+    def attach(self, sim):
+        if getattr(sim, "real", False):
+            raise TierlabError(
+                "nimble needs the mm_manage syscall of Nimble's patched kernel "
+                "(ysarch-lab/nimble_page_management_asplos_2019) and the kernel's LRU "
+                "lists: it runs only in the simulator")
+        super().attach(sim)
+        n = int(sim.mem.npages)
+        self.path = list(sim.machine.demotion)
+        #: when each page last entered its LRU list (its head), and when its accessed
+        #: bits were last cleared by page_referenced
+        self.inserted = np.zeros(n)
+        self.checked = np.zeros(n)
+        self.busy_until = 0.0
+        self.c = {k: 0 for k in (
+            "passes", "skipped_busy", "scanned", "activated", "deactivated",
+            "hot_isolated", "cold_isolated", "exchanged", "promoted", "demoted",
+            "put_back")}
+        self.copy_seconds = 0.0
+        self.hot_last = 0
+        self.cold_last = 0
+        sim.every(self.period, self.mm_manage)
+
+    def on_alloc(self, start, end, node):
+        """lru_cache_add: a first-touched page enters its inactive list's head, its
+        accessed bit set by the touch (cleared 'at' allocation)."""
+        now = self.sim.now
+        self.inserted[start:end] = now
+        self.checked[start:end] = now
+
+    # -- the lists ------------------------------------------------------------------
+    def _list(self, node: int, active: bool) -> np.ndarray:
+        """The pages of one list, tail (oldest insertion) first."""
+        sim = self.sim
+        pages = np.flatnonzero(sim.mem.node == node)
+        act = (sim.lru.flags[pages] & ACTIVE) != 0
+        pages = pages[act] if active else pages[~act]
+        return pages[np.argsort(self.inserted[pages], kind="stable")]
+
+    def _referenced(self, pages, now) -> np.ndarray:
+        """page_referenced: were the accessed bits set since they were last cleared?
+        Clears them (the checked time becomes now)."""
+        ref = self.sim.bits.test_since(0, pages, self.checked[pages], now)
+        self.checked[pages] = now
+        return ref
+
+    def _age(self, node: int, now: float) -> None:
+        """shrink_lists_node_memcg: half the inactive list, then half the active list."""
+        sim = self.sim
+        lru = sim.lru
+        flags = lru.flags
+        cpu0 = sim.bits.cpu_seconds
+        inactive = self._list(node, False)
+        scan = inactive[: len(inactive) // 2]
+        ref = self._referenced(scan, now)
+        had = (flags[scan] & REFERENCED) != 0
+        up = scan[ref & had]
+        lru.activate(up)  # (the engine's activate clears PG_referenced: set it again)
+        flags[scan[ref]] |= REFERENCED
+        flags[scan[~ref]] &= ~np.uint8(REFERENCED)
+        self.inserted[scan] = now
+        active = self._list(node, True)
+        dscan = active[: len(active) // 2]
+        self._referenced(dscan, now)
+        keep = flags[dscan] & REFERENCED
+        lru.deactivate(dscan)  # every anonymous page; PG_referenced as it was
+        flags[dscan] |= keep
+        self.inserted[dscan] = now
+        n = len(scan) + len(dscan)
+        self.c["scanned"] += n
+        self.c["activated"] += len(up)
+        self.c["deactivated"] += len(dscan)
+        sim.charge_cpu(sim.bits.cpu_seconds - cpu0 + n * SCAN_SECONDS, kind="monitor")
+
+    # -- mm_manage --------------------------------------------------------------------
+    def mm_manage(self, now: float) -> None:
+        """One SIGALRM: age every node, then one do_mm_manage per adjacent pair of the
+        demotion path, bottom pair first."""
+        if now < self.busy_until - 1e-9:
+            self.c["skipped_busy"] += 1
+            return
+        self.c["passes"] += 1
+        if self.shrink:
+            for node in reversed(self.path):
+                if self.sim.mem.used[node]:
+                    self._age(node, now)
+        copy = 0.0
+        hot_sizes, cold_sizes = 0, 0
+        for i in range(len(self.path) - 2, -1, -1):
+            c, h, k = self._move(self.path[i + 1], self.path[i], now)
+            copy += c
+            hot_sizes += h
+            cold_sizes += k
+        self.hot_last, self.cold_last = hot_sizes, cold_sizes
+        self.copy_seconds += copy
+        self.busy_until = now + copy
+
+    def _limit(self, node: int) -> int:
+        mem = self.sim.mem
+        return int(mem.capacity[node] - mem.wmark_low[node])
+
+    def _move(self, slow: int, fast: int, now: float):
+        """do_mm_manage(from=slow, to=fast): returns (copy seconds, slow active list
+        size, fast inactive list size)."""
+        sim = self.sim
+        c = self.c
+        limit = self._limit(fast)
+        free = limit - int(sim.mem.used[fast])
+        nr = limit if self.nr_pages is None else min(
+            limit, max(int(round(self.nr_pages * sim.scale)), 1))
+        hot_list = self._list(slow, True)
+        cold_list = self._list(fast, False)
+        sizes = (len(hot_list), len(cold_list))
+        if 0 < free and nr < free:
+            # ISOLATE_HOT_AND_COLD_PAGES: up to nr from the inactive list, then up to nr
+            # more from the active one (isolate_pages_from_lru_list stops early only
+            # once more than nr are taken)
+            hot = np.concatenate((self._list(slow, False)[:nr], hot_list[:nr]))
+        else:
+            hot = hot_list[:nr]
+        c["hot_isolated"] += len(hot)
+        if len(hot) == 0:
+            return 0.0, *sizes
+        pairs = moved_out = 0
+        if free < len(hot):
+            cold = cold_list[: len(hot) - free]
+            c["cold_isolated"] += len(cold)
+            if self.mode == "exchange":
+                pairs = min(len(hot), len(cold))
+                if pairs:
+                    sim.exchange(hot[:pairs], cold[:pairs], reason="exchange")
+                    self.inserted[hot[:pairs]] = now
+                    self.inserted[cold[:pairs]] = now
+                    c["exchanged"] += pairs
+                rest = cold[pairs:]
+                hot = hot[pairs:]
+            else:
+                rest = cold
+            if len(rest):
+                moved_out = sim.migrate(rest, slow, reason="demote")
+                self.inserted[rest[:moved_out]] = now
+                c["demoted"] += moved_out
+            # putback_overflow_pages: a negative free is forgiven once the cold pages
+            # migrated out exceed it; hot pages move in while the budget exceeds 2
+            if free < 0 and -free > moved_out:
+                free = 0
+            keep = max(min(free + moved_out - 2, len(hot)), 0)
+        else:
+            keep = len(hot)
+        put_back = hot[keep:]
+        moved_in = sim.migrate(hot[:keep], fast, reason="promote") if keep else 0
+        self.inserted[hot[:moved_in]] = now
+        self.inserted[put_back] = now
+        c["promoted"] += moved_in
+        c["put_back"] += len(put_back) + keep - moved_in
+        # the syscall's copy time: mt threads at the per-thread bandwidth; an exchanged
+        # pair's two copies run concurrently (MPOL_MF_MOVE_CONCUR)
+        copies = pairs + moved_out + moved_in
+        return copies * PAGE / (self.mt * sim.machine.migrate_bw), *sizes
+
+    def stats(self):
+        out = {k: int(v) for k, v in self.c.items()}
+        out.update(hot_list_last=int(self.hot_last), cold_list_last=int(self.cold_last),
+                   copy_seconds=float(self.copy_seconds))
+        return out

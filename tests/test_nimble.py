@@ -1,0 +1,214 @@
+"""Issue 17, item 6: `nimble` (ASPLOS'19) as a placement policy: aging of half of Linux's
+LRU lists per mm_manage call, two touches to activate, hot = the slow node's active
+list, cold = the fast node's inactive list, exchange (or migrate) when the fast node is
+full, one call per adjacent pair on a multi-tier machine."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tierlab import api
+from tierlab.engine import Simulation
+from tierlab.engine.lru import ACTIVE, REFERENCED
+from tierlab.errors import TierlabError
+from tierlab.policies import ALLOCS, POLICIES
+from tierlab.policies.nimble import Nimble
+
+from conftest import HotCold
+from test_engine import check_invariants, simulate, small_machine
+
+
+class Watched(Nimble):
+    """Nimble recording, after every pass, what the tests look at."""
+
+    def __init__(self, hot_pages=None, **kw):
+        super().__init__(**kw)
+        self.hot_pages = hot_pages
+        self.log = []
+
+    def mm_manage(self, now):
+        super().mm_manage(now)
+        mem, flags = self.sim.mem, self.sim.lru.flags
+        h = self.hot_pages
+        self.log.append(dict(
+            now=now, used=mem.used.copy(), limit=mem.capacity - mem.wmark_low,
+            exchanged=self.c["exchanged"],
+            hot_fast=None if h is None else int((mem.node[h] == 0).sum()),
+            active=(flags & ACTIVE) != 0, referenced=(flags & REFERENCED) != 0))
+
+
+#: ~150 simulated s: a newly hot set reaches DRAM over several calls (the aging deactivates
+#: half of a slow node's just-activated pages at once, so what is promoted halves per
+#: two calls: 200, 100, 50, ... of 400)
+LONG = 1.5e10
+
+
+def run(machine, wl, policy, alloc="dram-preferred", seed=0):
+    sim = Simulation(machine, wl, policy, ALLOCS.create(alloc), seed=seed)
+    rec = sim.run()
+    check_invariants(sim)
+    return sim, rec
+
+
+def hot_range(wl):
+    """HotCold's phase-0 hot pages: the last `hot` pages of the first n."""
+    return np.arange(wl.n - wl.hot, wl.n)
+
+
+def test_two_touches_activate_and_half_of_each_list_is_scanned_per_call():
+    """Everything fits DRAM; pages 1000-2999 are used, pages 0-999 never. All start on
+    the inactive list, inserted together (ties go by address). Call 1 scans the older
+    half (pages 0-1499): the used ones get PG_referenced only. Call 2 scans the other
+    half (1500-2999), first touches again. Call 3 scans 0-1499 again: their second
+    touch activates 1000-1499, and the active list's older half (1000-1249: ties by
+    address) is deactivated at once, keeping PG_referenced. Unused pages are never
+    referenced."""
+    m = small_machine(dram_pages=8192, slow_pages=8192)
+    wl = HotCold(n=3000, hot=2000, hot_frac=1.0, work=1e9)
+    pol = Watched(period="1s")
+    run(m, wl, pol)
+    used, unused = np.arange(1000, 3000), np.arange(0, 1000)
+    first, second, third = pol.log[:3]
+    assert not first["active"].any()
+    assert np.array_equal(np.flatnonzero(first["referenced"]), np.arange(1000, 1500))
+    assert not second["active"].any()
+    assert second["referenced"][used].all()
+    assert np.array_equal(np.flatnonzero(third["active"]), np.arange(1250, 1500))
+    assert third["referenced"][used].all()
+    for s in (first, second, third):
+        assert not s["referenced"][unused].any() and not s["active"][unused].any()
+
+
+def test_hot_set_in_the_slow_tier_is_exchanged_in_when_fast_is_full():
+    """DRAM is full (dram-preferred fills it to the low watermark) and the hot set sits
+    in Optane: it is promoted by exchange with cold DRAM pages, the fast node never
+    goes over the memcg-like limit, and a stable hot set is moved once (no ping-pong:
+    about one exchange per hot page, 2 pages copied each)."""
+    m = small_machine(dram_pages=1024, slow_pages=8192)
+    wl = HotCold(n=4000, hot=400, hot_frac=1.0, work=LONG)  # ~150 simulated s
+    hot = hot_range(wl)
+    pol = Watched(hot_pages=hot)
+    sim, rec = run(m, wl, pol)
+    assert all(s["used"][0] <= s["limit"][0] for s in pol.log)
+    assert pol.log[0]["used"][0] == pol.log[0]["limit"][0]  # full: no free room
+    st = rec["policy_stats"]
+    assert st["promoted"] == 0 and st["demoted"] == 0
+    assert (sim.mem.node[hot] == 0).all()
+    assert st["exchanged"] == len(hot) and rec["pingpong"] == 0
+    assert rec["migrated_bytes"] == 2 * len(hot) * 4096
+    # once the hot set is in, nothing moves: the last passes exchange nothing
+    assert pol.log[-1]["exchanged"] == pol.log[-3]["exchanged"]
+    static = simulate(m, HotCold(n=4000, hot=400, hot_frac=1.0, work=LONG), "static")[1]
+    assert rec["throughput"] > 1.3 * static["throughput"]
+
+
+def test_free_room_is_filled_by_migration_without_demotion():
+    """pm-preferred: the hot set starts in Optane and DRAM is empty: hot pages migrate in,
+    nothing is exchanged or demoted."""
+    m = small_machine(dram_pages=1024, slow_pages=8192)
+    wl = HotCold(n=4000, hot=400, hot_frac=1.0, work=LONG)
+    sim, rec = run(m, wl, Nimble(), alloc="pm-preferred")
+    st = rec["policy_stats"]
+    assert st["exchanged"] == 0 and st["demoted"] == 0 and rec["demotions"] == 0
+    assert st["promoted"] >= 400 and (sim.mem.node[hot_range(wl)] == 0).all()
+
+
+def test_exchange_needs_no_free_room_where_migration_is_stuck():
+    """Both tiers full: `mode=migrate` cannot migrate cold pages out (the slow node is at
+    its min watermark), so nothing is promoted; `mode=exchange` swaps pairs anyway."""
+    m = small_machine(dram_pages=1024, slow_pages=3000)
+    n = 1024 + 3000 - 10
+    out = {}
+    for mode in ("exchange", "migrate"):
+        wl = HotCold(n=n, hot=300, hot_frac=1.0, work=LONG)
+        sim, rec = run(m, wl, Nimble(mode=mode))
+        out[mode] = (rec, int((sim.mem.node[hot_range(wl)] == 0).sum()))
+    # (the allocator's last pages dip into DRAM below its watermarks: 10 start there)
+    assert out["exchange"][1] == 300 and out["exchange"][0]["policy_stats"]["exchanged"] >= 290
+    assert out["migrate"][1] < 30 and out["migrate"][0]["policy_stats"]["exchanged"] == 0
+    assert out["exchange"][0]["throughput"] > 1.3 * out["migrate"][0]["throughput"]
+
+
+def test_migrate_mode_demotes_cold_then_promotes_hot():
+    m = small_machine(dram_pages=1024, slow_pages=8192)
+    wl = HotCold(n=4000, hot=400, hot_frac=1.0, work=LONG)
+    sim, rec = run(m, wl, Nimble(mode="migrate"))
+    st = rec["policy_stats"]
+    assert st["exchanged"] == 0 and st["demoted"] >= 400 and st["promoted"] >= 390
+    assert (sim.mem.node[hot_range(wl)] == 0).mean() >= 0.97
+
+
+def test_four_tiers_hot_pages_climb_the_demotion_path():
+    """optane-4tier-like: dram0, dram1, optane0, optane1; the hot set starts on optane0
+    and ends on dram0 (one call per adjacent pair, bottom pair first); no node goes
+    over its limit."""
+    m = small_machine(dram_pages=600, slow_pages=4000, tiers=4)
+    wl = HotCold(n=3000, hot=300, hot_frac=1.0, work=LONG)
+    hot = hot_range(wl)
+    pol = Watched(hot_pages=hot)
+    sim, rec = run(m, wl, pol)
+    assert set(np.unique(sim.mem.node[hot]).tolist()) == {0}
+    assert all((s["used"] <= s["limit"]).all() for s in pol.log)
+
+
+def test_nr_pages_bounds_each_call():
+    m = small_machine(dram_pages=1024, slow_pages=8192)
+    wl = HotCold(n=4000, hot=400, hot_frac=1.0, work=4e9)
+    rec = run(m, wl, Nimble(nr_pages="50"))[1]
+    st = rec["policy_stats"]
+    assert 0 < st["hot_isolated"] <= 50 * st["passes"]
+
+
+def test_copy_threads_bound_how_often_a_call_runs():
+    """A machine whose migration bandwidth makes one pass's copy last longer than the
+    period: the next SIGALRMs find the syscall busy and are skipped, more with 1 copy
+    thread than with 4."""
+    m = replace(small_machine(dram_pages=1024, slow_pages=8192), migrate_bw=2e5)
+    skipped = {}
+    for mt in ("1", "4"):
+        wl = HotCold(n=4000, hot=400, hot_frac=1.0, phases=4, work=4e9)
+        skipped[mt] = run(m, wl, Nimble(mt=mt, period="1s"))[1]["policy_stats"]["skipped_busy"]
+    assert skipped["1"] > skipped["4"] >= 0 and skipped["1"] > 0
+
+
+def test_the_runs_migrate_option_does_not_change_a_nimble_run():
+    """Nimble's moves are the launcher's syscall, asynchronous to the application: the
+    engine charges their copy as background CPU, the same for both movers."""
+    recs = []
+    for mover in ("linux", "nimble"):
+        sim = api.simulation(small_machine(), HotCold(n=4000, hot=400, hot_frac=1.0,
+                                                      work=2e9), "nimble", seed=3,
+                             migrate=mover)
+        rec = sim.run()
+        rec.pop("wall_seconds")
+        recs.append(rec)
+    assert recs[0] == recs[1]
+
+
+def test_same_seed_same_run():
+    a, b = (simulate(small_machine(), HotCold(phases=3), "nimble", seed=5)[1]
+            for _ in range(2))
+    for r in (a, b):
+        r.pop("wall_seconds")
+    assert a == b
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nimble:period=0", "period"), ("nimble:period=soon", "period"),
+    ("nimble:mode=swap", "mode"), ("nimble:nr_pages=0", "nr_pages"),
+    ("nimble:nr_pages=lots", "nr_pages"), ("nimble:shrink=maybe", "shrink"),
+    ("nimble:mt=0", "mt"), ("nimble:mt=65", "mt"), ("nimble:mt=four", "mt"),
+])
+def test_bad_parameters_are_one_line_errors(spec, message):
+    with pytest.raises(TierlabError, match=message) as e:
+        api.make_policy(spec)
+    assert "\n" not in str(e.value)
+
+
+def test_refuses_the_linux_backend():
+    class Real:
+        real = True
+    with pytest.raises(TierlabError, match="mm_manage"):
+        POLICIES.create("nimble").attach(Real())
