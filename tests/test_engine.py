@@ -38,6 +38,12 @@ def check_invariants(sim):
     k = sim.machine.nnodes
     counts = np.bincount(mem.node, minlength=256)
     assert np.array_equal(counts[:k], mem.used), "used[] disagrees with the page map"
+    assert np.array_equal(sim.shadow_frames(), mem.held), "held[] is not the shadow frames"
+    assert np.all(mem.used + mem.held <= mem.capacity), "a node is over capacity"
+    if sim.shadows is not None:
+        live = sim.shadows.node != UNALLOC
+        assert np.all(mem.node[live] != UNALLOC), "a freed page kept its shadow"
+        assert np.all(mem.node[live] != sim.shadows.node[live]), "a shadow on its page's node"
     assert np.all(mem.used <= mem.capacity), "a node is over capacity"
     assert counts[k:UNALLOC].sum() == 0, "a page sits on a node that does not exist"
     active = (sim.lru.flags & 1) != 0

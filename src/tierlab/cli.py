@@ -82,12 +82,15 @@ def _csv(text: str) -> list[str]:
 
 def _split_top(text: str) -> list[str]:
     """Split a list of specs on commas that start a new spec: a comma followed by a
-    word without '=' before the next ',' or ':' begins a new name (gups:hotset,hot=4GiB
-    stays one spec; static,oracle is two)."""
+    word without '=' before the next ',' or ':' begins a new name, and so does a known
+    name followed by ':' (gups:hotset,hot=4GiB stays one spec; static,oracle is two;
+    tpp:demote_scale_factor=1000,nomad:demote_scale_factor=1000 is two)."""
     parts = text.split(",")
     items: list[str] = []
     for p in parts:
-        if items and ("=" in p or (":" in items[-1] and not _looks_like_name(p))):
+        named = ":" in p and "=" not in p.split(":", 1)[0] and _looks_like_name(p)
+        if items and not named and ("=" in p or (":" in items[-1]
+                                                 and not _looks_like_name(p))):
             items[-1] += "," + p
         else:
             items.append(p)

@@ -32,6 +32,7 @@ from ..workloads.base import Workload
 from .dram_cache import DramCache
 from .lru import LRU
 from .memory import UNALLOC, Memory
+from .shadow import ShadowCopies
 from .throughput import loaded_factor, solve_throughput
 from .timeline import Timeline
 
@@ -47,6 +48,7 @@ def _unique_in_order(pages: np.ndarray) -> np.ndarray:
 
 
 MOVERS = ("linux", "nimble")
+SHADOW_TICK = 0.05  #: seconds between checks for writes to shadowed pages (NOMAD)
 
 
 @dataclass
@@ -163,7 +165,7 @@ class PolicyView:
         "lru", "bits", "cache",
         # actions and scheduling
         "free", "capacity", "node_of", "rng_for", "scaled_bytes", "migrate",
-        "tier_counters",
+        "tier_counters", "migrate_tpm", "shadow_frames",
         "migrate_range", "exchange", "reclaim", "every", "charge_cpu", "stall",
         # allocation policies place first touches with it
         "_place_upto",
@@ -291,6 +293,9 @@ class Simulation(PolicyBackend):
         self._x = 0.0
         self._x_dirty = True
         self.wall_seconds = 0.0
+        #: NOMAD's shadow copies and transactional migration (`engine/shadow.py`),
+        #: created by the first `migrate_tpm`
+        self.shadows: ShadowCopies | None = None
         #: what the policy and the allocation policy are handed (`PolicyView`); only a
         #: policy declaring `uses_true_rates` (the oracle) sees the truth through it
         self.policy_view = PolicyView(self, policy,
@@ -347,13 +352,101 @@ class Simulation(PolicyBackend):
         cur = self.mem.node[pages]
         keep = (cur != UNALLOC) & (cur != dst)
         pages, cur = pages[keep], cur[keep]
+        remapped = 0
+        if self.shadows is not None and len(pages):
+            remapped, pages, cur = self._shadow_moves(pages, cur, dst, reason)
         room = int(self.mem.free[dst] - self.mem.wmark_min[dst])
+        if self.shadows is not None and len(pages) > room:
+            self.shadows.reclaim(dst, len(pages) - room)
+            room = int(self.mem.free[dst] - self.mem.wmark_min[dst])
         if room <= 0 or len(pages) == 0:
-            return 0
+            return remapped
         pages, cur = pages[:room], cur[:room]
         self._relocate(pages, cur, np.full(len(pages), dst, dtype=np.uint8), reason)
         self._charge_copy(len(pages), sync, copies=1)
-        return len(pages)
+        return remapped + len(pages)
+
+    def _shadow_moves(self, pages, cur, dst: int, reason: str):
+        """Pages with a shadow (NOMAD): a demotion remaps them onto their shadow, with
+        no copy (`demotion_unmap_and_move`: the shadow is the destination, whatever
+        node was asked); any other move frees the shadow first. Returns (pages
+        remapped, the pages and nodes left to copy)."""
+        sh = self.shadows.node[pages]
+        has = sh != UNALLOC
+        if not has.any():
+            return 0, pages, cur
+        rank = np.argsort(np.asarray(self.machine.demotion))
+        down = has & (rank[dst] > rank[cur])
+        rp, rc, rs = pages[down], cur[down], sh[down]
+        n = len(rp)
+        if n:
+            k = self.machine.nnodes
+            self.shadows.node[rp] = UNALLOC
+            self.mem.held -= np.bincount(rs, minlength=256)[:k]  # the frame is reused
+            self._relocate(rp, rc, rs, reason or "shadow-remap", copy=False)
+            self.shadows.remapped += n
+            if not self.policy.free_migrations:
+                self.stall(n / (self.costs.batch_pages * self.scale)
+                           * self.machine.tlb_shootdown_s * self.threads)
+        self.shadows.drop(pages[has & ~down])
+        return n, pages[~down], cur[~down]
+
+    def migrate_tpm(self, pages, dst: int, retries: int = 10, reason: str = "") -> tuple:
+        """Promote pages by NOMAD's transactional migration (`engine/shadow.py`): each
+        page is copied while it stays mapped and committed only if not written during
+        the copy, up to `retries` attempts; a committed page keeps its old frame as a
+        shadow. Asynchronous: the copies are the mover's CPU, never an application
+        stall; a batch's remap costs one TLB shootdown. Target pages come only from
+        free memory above the min watermark (alloc_promote_page never reclaims).
+        Returns (pages moved, pages whose every attempt aborted)."""
+        pages = _unique_in_order(np.asarray(pages, dtype=np.int64))
+        cur = self.mem.node[pages]
+        keep = (cur != UNALLOC) & (cur != dst)
+        pages, cur = pages[keep], cur[keep]
+        room = max(int(self.mem.free[dst] - self.mem.wmark_min[dst]), 0)
+        pages, cur = pages[:room], cur[:room]
+        if len(pages) == 0:
+            return 0, 0
+        if self.shadows is None:
+            self.shadows = ShadowCopies(self)
+            self.every(SHADOW_TICK, self._shadow_tick)
+        self.shadows.drop(pages)
+        copy_s = PAGE / (self.machine.migrate_bw / self.scale)
+        ok, tries = self.shadows.tpm_outcome(pages, copy_s, int(retries))
+        wasted = int(tries.sum()) - int(ok.sum())
+        if wasted:  # aborted copies: traffic and mover CPU, nothing moved
+            k = self.machine.nnodes
+            w = (tries - ok).astype(float) * PAGE
+            self._copy += np.bincount(cur, w, 256)[:k] + wasted * PAGE * np.eye(k)[dst]
+            self.stats.migrated_bytes += wasted * PAGE
+            if not self.policy.free_migrations:
+                self.charge_cpu(wasted * PAGE / self.machine.migrate_bw, kind="migration")
+            self._x_dirty = True
+        pages, cur = pages[ok], cur[ok]
+        if len(pages):
+            self._relocate(pages, cur, np.full(len(pages), dst, dtype=np.uint8),
+                           reason or "tpm")
+            self._charge_copy(len(pages), False, copies=1)
+            self.shadows.add(pages, cur)
+        return len(pages), int((~ok).sum())
+
+    def shadow_frames(self) -> np.ndarray:
+        """Shadow frames (NOMAD) held on each node (`mem.held`)."""
+        if self.shadows is None:
+            return np.zeros(self.machine.nnodes, dtype=np.int64)
+        return self.shadows.per_node()
+
+    def _shadow_tick(self, now: float) -> None:
+        """Writes to shadowed pages since the last tick: each takes a write-protect
+        fault (charged as one hint fault's handling: both are minor faults that change
+        one PTE) that frees the shadow; then nodes short of free memory free shadows."""
+        n = self.shadows.expire_writes()
+        if n:
+            self.stall(n * self.machine.hint_fault_s)
+        mem = self.mem
+        for node in range(self.machine.nnodes):
+            if mem.free[node] < mem.wmark_low[node]:
+                self.shadows.reclaim(node, int(mem.wmark_high[node] - mem.free[node]))
 
     def exchange(self, a, b, sync: bool = False, reason: str = "exchange") -> int:
         """Swap the places of pages a[i] and b[i] (Nimble's exchange migration, also
@@ -372,6 +465,8 @@ class Simulation(PolicyBackend):
             raise ValueError("exchange: a page is listed twice")
         if len(a) == 0:
             return 0
+        if self.shadows is not None:
+            self.shadows.drop(both)
         self._relocate(both, np.concatenate((na, nb)), np.concatenate((nb, na)), reason)
         self._charge_copy(len(a), sync, copies=2)
         return len(a)
@@ -391,6 +486,8 @@ class Simulation(PolicyBackend):
             + np.bincount(dsts, minlength=256)[:k]
         if np.any(used > self.mem.capacity):
             raise RuntimeError("teleport over capacity")
+        if self.shadows is not None:
+            self.shadows.drop(pages)
         self._relocate(pages, cur, dsts, reason, copy=False)
         return len(pages)
 
@@ -509,6 +606,8 @@ class Simulation(PolicyBackend):
         if ch.free is not None:
             for s, e in np.asarray(ch.free).reshape(-1, 2):
                 self.lru.on_free(int(s), int(e), self.mem.node[int(s):int(e)])
+                if self.shadows is not None:
+                    self.shadows.drop(np.arange(int(s), int(e), dtype=np.int64))
                 self.mem.release_range(int(s), int(e))
                 if self.cache is not None:
                     self.cache.on_free(int(s), int(e))
@@ -517,11 +616,17 @@ class Simulation(PolicyBackend):
         if ch.field is not None:
             self.timeline.set_field(self.now, ch.field)
             self.field_version += 1
+            if self.shadows is not None:
+                self.shadows.redraw()
             if self.cache is not None:
                 self.cache.invalidate()
         if ch.alloc is not None:
             for s, e in np.asarray(ch.alloc).reshape(-1, 2):
                 s, e = int(s), int(e)
+                if self.shadows is not None:  # shadows go first under pressure
+                    short = self.mem.wmark_high + (e - s) - self.mem.free
+                    for node in np.flatnonzero(short > 0):
+                        self.shadows.reclaim(int(node), int(short[node]))
                 if np.any(self.mem.node[s:e] != UNALLOC):
                     raise RuntimeError(f"workload allocated pages [{s},{e}) twice")
                 self.alloc.place(self.alloc_view, s, e)

@@ -34,12 +34,15 @@ class Memory:
         self.node = np.full(self.npages, UNALLOC, dtype=np.uint8)
         self.capacity = np.array([t.capacity_pages for t in machine.tiers], dtype=np.int64)
         self.used = np.zeros(machine.nnodes, dtype=np.int64)
+        #: frames held per node beyond the page map: NOMAD's shadow copies
+        #: (engine/shadow.py); they take capacity but are not the process's pages
+        self.held = np.zeros(machine.nnodes, dtype=np.int64)
         self.wmark_min, self.wmark_low, self.wmark_high = watermark_pages(
             self.capacity, (wmark_min, wmark_low, wmark_high))
 
     @property
     def free(self) -> np.ndarray:
-        return self.capacity - self.used
+        return self.capacity - self.used - self.held
 
     @property
     def allocated(self) -> int:
@@ -50,7 +53,7 @@ class Memory:
         n = end - start
         if n <= 0:
             return
-        if self.used[node] + n > self.capacity[node]:
+        if self.used[node] + self.held[node] + n > self.capacity[node]:
             raise RuntimeError(f"node {node} over capacity")
         self.node[start:end] = node
         self.used[node] += n

@@ -98,13 +98,7 @@ class Tpp(NumaBalancingBase):
         nodes = sim.node_of(pages)
         alloc = nodes != UNALLOC
         slow = alloc & ~self.top_mask[nodes]
-        p, t = pages[slow], times[slow]
-        act = sim.lru.is_active(p)
-        sim.lru.mark_accessed(p[~act])
-        self.marked += int((~act).sum())
-        self.kswapd.wake_below_target()
-        act &= self.may_promote()
-        moved, failed = self.kswapd.serve(p[act], t[act], now, "promote")
+        moved, failed = self.promote_faulted(pages[slow], times[slow], now)
         self.promoted += moved
         self.promote_failed += failed
         self._arm_pending()
@@ -114,6 +108,16 @@ class Tpp(NumaBalancingBase):
         if n or failed:
             self.scanner.account(local=nl, remote=n - nl, private=priv, shared=shared,
                                  failed=failed)
+
+    def promote_faulted(self, p, t, now):
+        """Patch 5: a fault promotes its page if it is on the active LRU, else marks it
+        accessed; returns (pages moved, promotions failed)."""
+        act = self.sim.lru.is_active(p)
+        self.sim.lru.mark_accessed(p[~act])
+        self.marked += int((~act).sum())
+        self.kswapd.wake_below_target()
+        act &= self.may_promote()
+        return self.kswapd.serve(p[act], t[act], now, "promote")
 
     def may_promote(self) -> bool:
         """Whether hint faults may promote now (always here; Colloid refuses while the

@@ -76,6 +76,8 @@ def make_record(sim) -> dict:
             "tier_share": {n: shares[:, i].tolist() for i, n in enumerate(names)},
         },
     }
+    if getattr(sim, "shadows", None) is not None:  # NOMAD's mechanisms (engine/shadow.py)
+        rec["shadows"] = sim.shadows.stats()
     if cache is not None:
         rec["dram_cache"] = cache.stats(acc)
     if hasattr(sim.alloc, "stats"):

@@ -1,0 +1,151 @@
+"""NOMAD's kernel mechanisms (Xiang et al., OSDI'24; ALGORITHMS.md, "NOMAD"): transactional
+page migration (TPM) and the shadow copies of non-exclusive tiering.
+
+Both live in the kernel (lingfenghsiang/Nomad: nomad.patch, async_promote_main.c), not in
+the policy, and both depend on when the application writes a page, so they are modelled
+here, on the engine's side of the policy interface, from the page's true write rate:
+
+- TPM (`nomad_copy_and_remap_page`): the page is cleaned (its dirty PTE cleared and
+  flushed), copied while it stays mapped, and remapped only if it was not written during
+  the copy; a write aborts the transaction (the old page stays, the copy is wasted) and the
+  promotion worker retries it, up to `retries` passes (10, `MIGRATE_ASYNC` retries). With
+  the page written at w per second (Poisson) and a copy of T seconds, one attempt succeeds
+  with probability exp(-w T).
+- Shadows (`link_shadow_page`): after a successful TPM the old slow-tier frame is kept and
+  the new PTE is write-protected. The first write drops the shadow (`do_wp_page` hunk: a
+  write-protect fault); demoting a page whose shadow is still valid remaps it onto the
+  shadow, no copy (`demotion_unmap_and_move`); under memory pressure on the shadow's node
+  shadows are freed before anything else (`reclaim_shadow_page`, the `shrink_lruvec` hunk).
+  A shadow frame takes capacity: it counts in `mem.held` of its node (so in `mem.free`),
+  not in the process's pages (`mem.used`, RSS).
+
+The first write to a shadowed page is drawn in units of work (the rate field's clock):
+after Exp(1) / w_p work, w_p the page's writes per unit of work; when the field changes
+the remaining time is drawn again (memoryless). Per shadow this keeps one node byte per
+page (created at the first TPM) and, per live shadow, its page and expiry.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .memory import UNALLOC
+
+
+class ShadowCopies:
+    """The shadow frames of promoted pages and the TPM transactions of one run."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        mem = sim.mem
+        self.node = np.full(mem.npages, UNALLOC, dtype=np.uint8)  #: shadow's node per page
+        self.pages = np.zeros(0, dtype=np.int64)  #: live (or stale) shadowed pages
+        self.expire = np.zeros(0)  #: work at which each one is first written
+        self.rng = sim.rng_for("nomad-shadows")
+        self.created = 0
+        self.remapped = 0
+        #: shadows freed, by cause: "write" (write-protect fault), "reclaimed" (memory
+        #: pressure on their node), "other" (the page freed or moved elsewhere)
+        self.dropped = {"write": 0, "reclaimed": 0, "other": 0}
+        self.tpm_attempts = 0
+        self.tpm_aborts = 0
+        self.tpm_failed = 0
+
+    # -- bookkeeping -------------------------------------------------------------------
+    def per_node(self) -> np.ndarray:
+        """Shadow frames held on each node."""
+        k = self.sim.machine.nnodes
+        live = self.node[self.pages] if self.pages.size else self.node[:0]
+        return np.bincount(live[live != UNALLOC], minlength=256)[:k]
+
+    def _first_write(self, pages) -> np.ndarray:
+        """Work until each page's next write (Exp with the page's write rate)."""
+        _, w = self.sim.timeline.field.rate_of(pages)
+        e = self.rng.exponential(1.0, size=len(pages))
+        with np.errstate(divide="ignore"):
+            return self.sim.work + np.where(w > 0, e / np.where(w > 0, w, 1.0), np.inf)
+
+    def add(self, pages, src) -> None:
+        """Keep the old frames of `pages` (on nodes `src`) as their shadows."""
+        if len(pages) == 0:
+            return
+        stale = np.isin(self.pages, pages)
+        if stale.any():
+            self.pages, self.expire = self.pages[~stale], self.expire[~stale]
+        self.node[pages] = src
+        k = self.sim.machine.nnodes
+        self.sim.mem.held += np.bincount(src, minlength=256)[:k]
+        self.pages = np.concatenate((self.pages, pages))
+        self.expire = np.concatenate((self.expire, self._first_write(pages)))
+        self.created += len(pages)
+
+    def drop(self, pages, count: str = "other") -> int:
+        """Free the shadows of `pages` (those that have one); returns how many."""
+        pages = np.asarray(pages, dtype=np.int64)
+        if pages.size == 0:
+            return 0
+        sn = self.node[pages]
+        has = sn != UNALLOC
+        n = int(has.sum())
+        if n:
+            k = self.sim.machine.nnodes
+            self.sim.mem.held -= np.bincount(sn[has], minlength=256)[:k]
+            self.node[pages[has]] = UNALLOC
+            self.dropped[count] += n
+        return n
+
+    def _compact(self) -> None:
+        live = self.node[self.pages] != UNALLOC
+        if not live.all():
+            self.pages, self.expire = self.pages[live], self.expire[live]
+
+    # -- events ------------------------------------------------------------------------
+    def expire_writes(self) -> int:
+        """Drop the shadows whose page has been written by now (write-protect faults);
+        returns how many (the engine charges one fault each)."""
+        if self.pages.size == 0:
+            return 0
+        self._compact()
+        hit = self.expire <= self.sim.work
+        if not hit.any():
+            return 0
+        return self.drop(self.pages[hit], "write")
+
+    def redraw(self) -> None:
+        """The field changed: draw each live shadow's first write again."""
+        self._compact()
+        if self.pages.size:
+            self.expire = self._first_write(self.pages)
+
+    def reclaim(self, node: int, n: int) -> int:
+        """Free up to n shadow frames on `node` (memory pressure there), oldest first."""
+        if n <= 0 or self.pages.size == 0:
+            return 0
+        self._compact()
+        on = self.pages[self.node[self.pages] == node][:int(n)]
+        return self.drop(on, "reclaimed")
+
+    def tpm_outcome(self, pages, copy_s: float, retries: int):
+        """Which transactions of `pages` commit within `retries` attempts of `copy_s`
+        seconds each, and the attempts each took (every attempt copies the page)."""
+        sim = self.sim
+        _, w = sim.timeline.field.rate_of(pages)
+        p_ok = np.exp(-w * sim.throughput() * copy_s)
+        n = len(pages)
+        tries = np.full(n, retries, dtype=np.int64)
+        pos = p_ok > 0
+        if pos.any():
+            tries[pos] = np.minimum(self.rng.geometric(np.minimum(p_ok[pos], 1.0)),
+                                    retries + 1)
+        ok = tries <= retries
+        tries = np.minimum(tries, retries)
+        self.tpm_attempts += int(tries.sum())
+        self.tpm_aborts += int((tries - ok).sum())
+        self.tpm_failed += int((~ok).sum())
+        return ok, tries
+
+    def stats(self) -> dict:
+        return {"shadows_live": int(self.per_node().sum()), "shadows_created": self.created,
+                "shadow_remaps": self.remapped,
+                **{f"shadows_dropped_{k}": v for k, v in self.dropped.items()},
+                "tpm_attempts": self.tpm_attempts, "tpm_aborts": self.tpm_aborts,
+                "tpm_failed": self.tpm_failed}
