@@ -161,16 +161,20 @@ def test_nr_pages_bounds_each_call():
     assert 0 < st["hot_isolated"] <= 50 * st["passes"]
 
 
-def test_copy_threads_bound_how_often_a_call_runs():
-    """A machine whose migration bandwidth makes one pass's copy last longer than the
-    period: the next SIGALRMs find the syscall busy and are skipped, more with 1 copy
-    thread than with 4."""
+def test_more_copy_threads_land_the_hot_set_sooner():
+    """A machine whose migration bandwidth makes a call's copies last seconds: the
+    copies land progressively, SIGALRMs find the syscall busy (more with 1 copy thread
+    than with 4), and 4 threads get the hot set of each phase in sooner."""
     m = replace(small_machine(dram_pages=1024, slow_pages=8192), migrate_bw=2e5)
-    skipped = {}
+    recs = {}
     for mt in ("1", "4"):
-        wl = HotCold(n=4000, hot=400, hot_frac=1.0, phases=4, work=4e9)
-        skipped[mt] = run(m, wl, Nimble(mt=mt, period="1s"))[1]["policy_stats"]["skipped_busy"]
-    assert skipped["1"] > skipped["4"] >= 0 and skipped["1"] > 0
+        wl = HotCold(n=4000, hot=400, hot_frac=1.0, phases=4, work=LONG)
+        recs[mt] = run(m, wl, Nimble(mt=mt, period="1s"))[1]
+    busy = {k: r["policy_stats"]["alarms_while_busy"] for k, r in recs.items()}
+    assert busy["1"] > busy["4"] and busy["1"] > 0
+    assert recs["4"]["throughput"] > 1.03 * recs["1"]["throughput"]
+    copy = {k: r["policy_stats"]["copy_seconds"] for k, r in recs.items()}
+    assert copy["1"] > 3 * copy["4"]
 
 
 def test_the_runs_migrate_option_does_not_change_a_nimble_run():

@@ -86,14 +86,21 @@ Model choices where the sources are silent or the simulator differs:
 - The mover. The moves are the launcher's syscall, asynchronous to the application
   (`sync=False`): the engine charges their copy as background CPU, the same work for
   `--migrate linux` and `--migrate nimble` (its mover only shortens synchronous
-  copies), so `--migrate` does not change a `nimble` run. Nimble's mechanism is modelled
-  here as the syscall's duration: `mt` copy threads (vm.limit_mt_num = 4, run_all.sh
-  MIGRATION_MT=4), each at the machine's per-thread migration bandwidth, the two copies
-  of an exchanged pair concurrently (CONCUR); a pass that finds the previous call still
-  copying is skipped (SIGALRM does not queue; the real next call starts the moment the
-  previous one returns, here at the next tick). `mt=1` is Linux's single copy thread.
-  Not modelled: batching (migration_batch_size), THP vs base-page copy speed, the moves
-  taking effect only when the copy ends (the engine moves pages at once).
+  copies), and `sim.migrate` / `sim.exchange` move pages at once. So `--migrate` does
+  not change a `nimble` run, and Nimble's mechanism is modelled here, as the syscall's
+  duration: the call decides at once, then its copies land in order (exchanged pairs,
+  cold pages out, hot pages in) every `COPY_TICK` (50 ms) at the rate of `mt` copy
+  threads (vm.limit_mt_num = 4, run_all.sh MIGRATION_MT=4) each at the machine's
+  per-thread migration bandwidth (`machine.migrate_bw`, scaled with `--scale`); an
+  exchanged pair costs one page's copy time, its two copies running concurrently (the
+  engine's own convention for the Nimble mover, `_charge_copy`). A SIGALRM that finds
+  the syscall still copying waits and runs its pass when the copy ends (the signal is
+  blocked in its own handler; `alarms_while_busy` counts them). On a multi-tier machine
+  a pair's decision is taken when the previous pair's copies have landed, as sequential
+  syscalls would. `mt=1` with `mode=migrate` is Linux's mechanism (one copy thread,
+  migrate_pages), the baseline of the paper's migration results. Not modelled:
+  batching (migration_batch_size 8-16), the even rounding and CPU cap of limit_mt_num,
+  THP vs base-page copy speed.
 - Not modelled: MPOL_MF_MOVE_ALL (`--move_hot_and_cold_pages`, used only when the fast
   node is unlimited), file pages, the memhog module run_bench.sh loads alongside.
 """
@@ -110,6 +117,23 @@ from .base import POLICIES, Policy
 #: kswapd-like CPU per page examined on a list (engine `Costs.reclaim_scan_s`)
 SCAN_SECONDS = 50e-9
 MODES = ("exchange", "migrate")
+#: seconds between two landings of the syscall's copies (its batches land at the copy
+#: rate; a choice: fine next to the 1-5 s period, cheap in engine events)
+COPY_TICK = 0.05
+
+
+class _Stage:
+    """A step of one mm_manage call: `call` (decide for a pair of nodes), `exchange`
+    (pairs a[i], b[i]), `out` (cold pages a to dst), `in` (hot pages a to dst, capped
+    by putback_overflow_pages when its turn comes unless `keep` is set)."""
+
+    def __init__(self, kind, a=None, b=None, dst=None, slow=None, fast=None, keep=None,
+                 free=0, parent=None):
+        self.kind, self.a, self.b, self.dst = kind, a, b, dst
+        self.slow, self.fast, self.keep, self.free, self.parent = slow, fast, keep, free, \
+            parent
+        self.done = 0
+        self.moved_out = 0
 
 
 def _int(v, what: str, lo: int, hi: int) -> int:
@@ -161,15 +185,19 @@ class Nimble(Policy):
         #: bits were last cleared by page_referenced
         self.inserted = np.zeros(n)
         self.checked = np.zeros(n)
-        self.busy_until = 0.0
+        #: the syscall's work left: decisions and copies, FIFO (`_Stage`)
+        self.queue: list = []
+        self.pending = False  # a SIGALRM arrived while the syscall was copying
+        self.credit = 0.0  # copy time carried over between copier ticks
         self.c = {k: 0 for k in (
-            "passes", "skipped_busy", "scanned", "activated", "deactivated",
+            "passes", "alarms_while_busy", "scanned", "activated", "deactivated",
             "hot_isolated", "cold_isolated", "exchanged", "promoted", "demoted",
             "put_back")}
         self.copy_seconds = 0.0
         self.hot_last = 0
         self.cold_last = 0
         sim.every(self.period, self.mm_manage)
+        sim.every(COPY_TICK, self._copy_tick)
 
     def on_alloc(self, start, end, node):
         """lru_cache_add: a first-touched page enters its inactive list's head, its
@@ -224,34 +252,93 @@ class Nimble(Policy):
 
     # -- mm_manage --------------------------------------------------------------------
     def mm_manage(self, now: float) -> None:
-        """One SIGALRM: age every node, then one do_mm_manage per adjacent pair of the
-        demotion path, bottom pair first."""
-        if now < self.busy_until - 1e-9:
-            self.c["skipped_busy"] += 1
+        """One SIGALRM: age every node, then queue one do_mm_manage per adjacent pair
+        of the demotion path, bottom pair first. If the previous call is still copying,
+        the signal waits (SIGALRM does not queue): the pass runs when the copy ends."""
+        if self.queue:
+            self.c["alarms_while_busy"] += 1
+            self.pending = True
             return
+        self.pending = False
         self.c["passes"] += 1
         if self.shrink:
             for node in reversed(self.path):
                 if self.sim.mem.used[node]:
                     self._age(node, now)
-        copy = 0.0
-        hot_sizes, cold_sizes = 0, 0
-        for i in range(len(self.path) - 2, -1, -1):
-            c, h, k = self._move(self.path[i + 1], self.path[i], now)
-            copy += c
-            hot_sizes += h
-            cold_sizes += k
-        self.hot_last, self.cold_last = hot_sizes, cold_sizes
-        self.copy_seconds += copy
-        self.busy_until = now + copy
+        self.hot_last = self.cold_last = 0
+        self.queue = [_Stage("call", slow=self.path[i + 1], fast=self.path[i])
+                      for i in range(len(self.path) - 2, -1, -1)]
+        self._copy(now, 0.0)
+
+    def _copy_tick(self, now: float) -> None:
+        if self.queue:
+            self._copy(now, COPY_TICK)
+            if not self.queue and self.pending:
+                self.mm_manage(now)
+
+    def _copy(self, now: float, seconds: float) -> None:
+        """Run the queued syscall work: decisions at once, copies at the mover's rate
+        (`seconds` more of copy time; what a tick cannot copy carries over)."""
+        sim = self.sim
+        c = self.c
+        self.credit += seconds
+        per_page = PAGE / (self.mt * sim.machine.migrate_bw)
+        while self.queue:
+            st = self.queue[0]
+            if st.kind == "call":
+                self.queue.pop(0)
+                self.queue[:0] = self._decide(st.slow, st.fast, now)
+                continue
+            if st.kind == "in" and st.keep is None:
+                # putback_overflow_pages, once the cold pages have gone out
+                free = st.free
+                if free < 0 and -free > st.parent.moved_out:
+                    free = 0
+                keep = max(min(free + st.parent.moved_out - 2, len(st.a)), 0)
+                st.keep = keep
+                self._put_back(st.a[keep:], now)
+                st.a = st.a[:keep]
+            if st.done >= len(st.a):
+                self.queue.pop(0)
+                continue
+            n = min(len(st.a) - st.done, int(self.credit / per_page + 1e-9))
+            if n <= 0:
+                break
+            a = st.a[st.done: st.done + n]
+            if st.kind == "exchange":
+                b = st.b[st.done: st.done + n]
+                got = sim.exchange(a, b, reason="exchange")
+                self.inserted[b] = now
+                c["exchanged"] += got
+            elif st.kind == "out":
+                got = sim.migrate(a, st.dst, reason="demote")
+                st.moved_out += got
+                c["demoted"] += got
+            else:
+                got = sim.migrate(a, st.dst, reason="promote")
+                c["promoted"] += got
+                c["put_back"] += n - got
+            self.inserted[a] = now
+            self.credit -= n * per_page
+            self.copy_seconds += n * per_page
+            st.done += n
+            if st.done >= len(st.a):
+                self.queue.pop(0)
+        if not self.queue:
+            self.credit = 0.0
+
+    def _put_back(self, pages, now: float) -> None:
+        """putback_lru_page: back to the head of their list."""
+        self.inserted[pages] = now
+        self.c["put_back"] += len(pages)
 
     def _limit(self, node: int) -> int:
         mem = self.sim.mem
         return int(mem.capacity[node] - mem.wmark_low[node])
 
-    def _move(self, slow: int, fast: int, now: float):
-        """do_mm_manage(from=slow, to=fast): returns (copy seconds, slow active list
-        size, fast inactive list size)."""
+    def _decide(self, slow: int, fast: int, now: float) -> list:
+        """do_mm_manage(from=slow, to=fast): isolate, then the copy stages in order
+        (exchange pairs, cold pages out, hot pages in)."""
         sim = self.sim
         c = self.c
         limit = self._limit(fast)
@@ -260,7 +347,8 @@ class Nimble(Policy):
             limit, max(int(round(self.nr_pages * sim.scale)), 1))
         hot_list = self._list(slow, True)
         cold_list = self._list(fast, False)
-        sizes = (len(hot_list), len(cold_list))
+        self.hot_last += len(hot_list)
+        self.cold_last += len(cold_list)
         if 0 < free and nr < free:
             # ISOLATE_HOT_AND_COLD_PAGES: up to nr from the inactive list, then up to nr
             # more from the active one (isolate_pages_from_lru_list stops early only
@@ -270,43 +358,20 @@ class Nimble(Policy):
             hot = hot_list[:nr]
         c["hot_isolated"] += len(hot)
         if len(hot) == 0:
-            return 0.0, *sizes
-        pairs = moved_out = 0
-        if free < len(hot):
-            cold = cold_list[: len(hot) - free]
-            c["cold_isolated"] += len(cold)
-            if self.mode == "exchange":
-                pairs = min(len(hot), len(cold))
-                if pairs:
-                    sim.exchange(hot[:pairs], cold[:pairs], reason="exchange")
-                    self.inserted[hot[:pairs]] = now
-                    self.inserted[cold[:pairs]] = now
-                    c["exchanged"] += pairs
-                rest = cold[pairs:]
-                hot = hot[pairs:]
-            else:
-                rest = cold
-            if len(rest):
-                moved_out = sim.migrate(rest, slow, reason="demote")
-                self.inserted[rest[:moved_out]] = now
-                c["demoted"] += moved_out
-            # putback_overflow_pages: a negative free is forgiven once the cold pages
-            # migrated out exceed it; hot pages move in while the budget exceeds 2
-            if free < 0 and -free > moved_out:
-                free = 0
-            keep = max(min(free + moved_out - 2, len(hot)), 0)
-        else:
-            keep = len(hot)
-        put_back = hot[keep:]
-        moved_in = sim.migrate(hot[:keep], fast, reason="promote") if keep else 0
-        self.inserted[hot[:moved_in]] = now
-        self.inserted[put_back] = now
-        c["promoted"] += moved_in
-        c["put_back"] += len(put_back) + keep - moved_in
-        # the syscall's copy time: mt threads at the per-thread bandwidth; an exchanged
-        # pair's two copies run concurrently (MPOL_MF_MOVE_CONCUR)
-        copies = pairs + moved_out + moved_in
-        return copies * PAGE / (self.mt * sim.machine.migrate_bw), *sizes
+            return []
+        if free >= len(hot):
+            return [_Stage("in", a=hot, dst=fast, keep=len(hot))]
+        cold = cold_list[: len(hot) - free]
+        c["cold_isolated"] += len(cold)
+        stages = []
+        if self.mode == "exchange":
+            pairs = min(len(hot), len(cold))
+            if pairs:
+                stages.append(_Stage("exchange", a=hot[:pairs], b=cold[:pairs]))
+            hot, cold = hot[pairs:], cold[pairs:]
+        out = _Stage("out", a=cold, dst=slow)
+        stages += [out, _Stage("in", a=hot, dst=fast, free=free, parent=out)]
+        return stages
 
     def stats(self):
         out = {k: int(v) for k, v in self.c.items()}
