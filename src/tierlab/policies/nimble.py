@@ -77,7 +77,7 @@ Model choices where the sources are silent or the simulator differs:
   path (`sim.machine.demotion`), from the bottom pair up: hot pages can climb several
   levels in one pass, cold pages step down one. Every node is aged once per pass (the
   kernel would age a middle node twice, once in each of its two calls).
-- Kernel demotion: off (`kswapd_demotion = False`). Nimble's kernel (v4.x) predates
+- Kernel demotion: off (`kswapd_demotion = False`). Nimble's kernel (2018-19) predates
   Linux's demotion in reclaim (5.15), and its experiments limit the fast node with the
   memcg's max_at_node on a node with free physical memory, so reclaim never runs there:
   allocations beyond the limit fall back to the slow node (launcher `--prefer_memnode`,
@@ -109,7 +109,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.lru import ACTIVE, REFERENCED
-from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..units import PAGE, parse_duration, parse_flag
 from .base import POLICIES, Policy
