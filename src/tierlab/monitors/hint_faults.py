@@ -74,8 +74,15 @@ NUMA_PERIOD_THRESHOLD = 7
 # -----------------------------------------------------------------------------------
 # Hint faults scheduled in work units
 # -----------------------------------------------------------------------------------
+#: batches stop merging at this many entries: merging is a copy of both (memory-bound),
+#: and with size-tiered merging every armed page was copied log2(armed / step) times;
+#: above the cap a poll searches a few more batches instead (issue 18)
+MERGE_CAP = 1 << 21
+
+
 class _Batch:
-    """Armed pages sorted by the cumulative work at which they fault."""
+    """Armed pages sorted by the cumulative work at which they fault; `arm` holds each
+    page's arming as an index into the monitor's table of arm times (4 bytes, not 8)."""
 
     __slots__ = ("wf", "pages", "arm", "head")
 
@@ -124,8 +131,14 @@ class ScheduledHintFaults(HintFaults):
         self._current_work = current_work
         n = int(npages if npages is not None else source.npages)
         self._flag = np.zeros(n, dtype=bool)
+        #: page numbers in 4 bytes while they fit (5 TiB of 4 KiB pages do)
+        self._pdt = np.int32 if n < 2**31 else np.int64
+        #: the time of each arm() call; entries hold an index into it
+        self._arm_t = np.zeros(1024)
+        self._narm_t = 0
         self._batches: list[_Batch] = []
-        self._dormant = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))  # pages, arm, E
+        self._dormant = (np.zeros(0, dtype=self._pdt), np.zeros(0, dtype=np.uint32),
+                         np.zeros(0))  # pages, arm index, E
         self._field = None
         self._t_sync = None  # set at the first arm or poll
         self._pending: list = []  # faults found while syncing epochs (pages, works, arm)
@@ -153,7 +166,8 @@ class ScheduledHintFaults(HintFaults):
         bs = self._batches
         bs.append(b)
         # size-tiered: merge while the previous batch is not more than twice as large
-        while len(bs) > 1 and len(bs[-2]) <= 2 * len(bs[-1]):
+        while len(bs) > 1 and len(bs[-2]) <= 2 * len(bs[-1]) \
+                and len(bs[-2]) + len(bs[-1]) <= MERGE_CAP:
             b2, b1 = bs.pop(), bs.pop()
             w1, p1, a1 = b1.live()
             w2, p2, a2 = b2.live()
@@ -224,7 +238,8 @@ class ScheduledHintFaults(HintFaults):
                 self._schedule(p, np.concatenate(arms), np.maximum(budget, 0.0), wc, f)
             dp, da, de = self._dormant
             if dp.shape[0]:
-                self._dormant = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
+                self._dormant = (np.zeros(0, dtype=self._pdt), np.zeros(0, dtype=np.uint32),
+                                 np.zeros(0))
                 self._schedule(dp, da, de, wc, f)
             self._field = f
         self._t_sync = max(self._t_sync, float(now))
@@ -271,7 +286,13 @@ class ScheduledHintFaults(HintFaults):
         self._flag[pages] = True
         self._narmed += n
         w0 = self._work_at(now)
-        self._schedule(pages, np.full(n, now), self.rng.exponential(size=n), w0, self._field)
+        if self._narm_t == self._arm_t.shape[0]:
+            self._arm_t = np.concatenate((self._arm_t, np.zeros(self._narm_t)))
+        self._arm_t[self._narm_t] = now
+        arm = np.full(n, self._narm_t, dtype=np.uint32)
+        self._narm_t += 1
+        self._schedule(pages.astype(self._pdt), arm, self.rng.exponential(size=n), w0,
+                       self._field)
         return n
 
     def disarm(self, pages) -> None:
@@ -322,9 +343,9 @@ class ScheduledHintFaults(HintFaults):
         if not self._pending:
             e = np.zeros(0)
             return np.zeros(0, dtype=np.int64), e, e.copy()
-        pages = np.concatenate([p for p, _, _ in self._pending])
+        pages = np.concatenate([p for p, _, _ in self._pending]).astype(np.int64)
         works = np.concatenate([w for _, w, _ in self._pending])
-        arms = np.concatenate([a for _, _, a in self._pending])
+        arms = self._arm_t[np.concatenate([a for _, _, a in self._pending])]
         self._pending = []
         times = self._time_at_work(works, now)
         times = np.clip(np.maximum(times, arms), None, now)
