@@ -13,6 +13,7 @@ from tierlab.engine.memory import UNALLOC
 from tierlab.errors import TierlabError
 from tierlab.linux.backend import AddressSpace, KernelOps, LinuxSim
 from tierlab.linux.daemon import Daemon
+from tierlab.policies import POLICIES
 from tierlab.units import PAGE
 
 MIB = 2**20
@@ -169,6 +170,28 @@ def test_simulator_only_monitors_refuse_clearly():
     sim, _, _ = make()
     with pytest.raises(TierlabError, match="user space cannot see"):
         api.make_policy("tpp").attach(sim)
+
+
+#: the policies docs/linux.md says run for real; every other one must refuse in one line
+RUN_FOR_REAL = ("static", "damon-tiering", "idt")
+
+
+@pytest.mark.parametrize("policy", sorted(
+    n for n in POLICIES.names() if not n.startswith(("test-", "idt")) and n not in
+    RUN_FOR_REAL and n != "oracle" and not getattr(POLICIES.get(n), "needs_dram_cache",
+                                                   False)))
+def test_every_simulator_only_policy_refuses_in_one_line(policy):
+    """docs/linux.md: hint-fault, LRU, PEBS and kernel-patch policies refuse with a
+    one-line TierlabError, at attach or at their first tick, before moving a page (the
+    oracle is refused earlier, by daemon.prepare)."""
+    sim, proc, clock = make(policy)
+    before = dict(proc.page_node)
+    d = Daemon(sim, policy, interval=1.0, duration=30.0, echo=lambda m: None,
+               sleep=clock.sleep)
+    with pytest.raises(TierlabError) as e:
+        d.run()
+    assert "\n" not in str(e.value)
+    assert proc.page_node == before
 
 
 @pytest.mark.parametrize("policy", ["damon-tiering", "idt"])
