@@ -34,7 +34,7 @@ class Scripted(Policy):
 
 def run_scripted(steps, write_frac=0.5, slow_pages=3000, dram_pages=900, work=1e9,
                  migrate_bw=None):
-    """3000 pages, HotCold's hot 300 at 2400-2700 (first touch leaves them slow)."""
+    """3000 pages (HotCold: the hot 300 at 2700-3000); first touch fills DRAM from 0."""
     wl = HotCold(n=3000, hot=300, work=work, write_frac=write_frac)
     pol = Scripted(steps)
     m = small_machine(dram_pages=dram_pages, slow_pages=slow_pages)
@@ -48,7 +48,7 @@ def run_scripted(steps, write_frac=0.5, slow_pages=3000, dram_pages=900, work=1e
     return sim, pol.out
 
 
-HOT = np.arange(2400, 2700)  #: HotCold's hot range in its first phase, in the slow tier
+HOT = np.arange(2400, 2700)  #: cold pages just below HotCold's hot 300, left slow by first touch
 
 
 def tpm(sim, pages, **kw):

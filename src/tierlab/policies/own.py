@@ -1,0 +1,299 @@
+"""`tierlab`: tierlab's own placement policy (issue 21). One configuration for every
+machine and workload; it puts together what the papers each did alone.
+
+Monitoring: DAMON regions (`monitors/damon.py`; on Linux the kernel's DAMON, so the same
+code runs there) with IDT's intervals (10 ms samples, 1 s aggregations, 1,000-10,000
+regions at full scale; IDT, HPDC'24). A region's heat h is the share of its last two
+aggregations' samples in which its sampled page was accessed; with one page drawn per
+sample (damon_va_check_accesses) and accesses Poisson at rate lambda per page, h
+estimates 1 - exp(-lambda s) (s the sample interval), so lambda = -ln(1 - h) / s, h
+clipped below 1 - 1/(4n) for n samples (the estimate saturates near 740 accesses/s per
+page: DAMON cannot tell hotter pages apart, which ranks them equal).
+
+Decision, every aggregation:
+1. **Where each region should be** (the hits placement of the oracle's `objective=hits`,
+   on estimates): regions by estimated rate, hottest first, fill the nodes down the
+   demotion path up to their capacity less the high watermark.
+2. **Loaded-latency balance** (Colloid, SOSP'24): where the engine exposes uncore
+   counters (`tier_counters`; CHA occupancy / inserts = loaded read latency, Little's
+   law), the top node's share of the estimated accesses is capped: the cap shrinks by
+   a fifth while its loaded latency exceeds the next node's by more than 5%, and grows
+   back by 5 points while it is more than 10% below; regions beyond the cap go to the
+   next node even if the top one has room. Without counters (the Linux backend) the cap
+   stays at 1.
+3. **Admission by gain against cost** (ALTO, ARMS): a promotion into a node with room is
+   made when its expected gain over the region's expected persistence (its DAMON age,
+   at least one aggregation: a pattern that held for a seconds is expected to hold about
+   a more) exceeds `margin` (4) times its copy and shootdown cost. Into a full node a
+   promotion displaces the coldest regions there (demoted to their own place, or the
+   next node down); the pair is made only if the promoted region is hotter than every
+   displaced one beyond both estimates' binomial noise (z = 2 standard errors of h over
+   n samples) and the gain of the exchange repays both copies by `margin`. Gains are
+   thread-seconds saved: rate difference x pages x (latency difference) over the
+   horizon, latencies from the machine (unloaded, or the measured loaded ones).
+   Uniform access (STREAM, uniform GUPS) has no significant difference, so nothing moves:
+   the static placement is kept.
+4. **No storms**: the moves of one decision are capped at half the copy bandwidth over
+   the aggregation interval; a moved region's age is reset (IDT's rule), so its
+   horizon starts again and it cannot bounce back at once.
+Every move is written to `--explain` with its reason, gain and cost.
+
+kswapd demotion stays on (the allocator's fallback when a burst of allocations fills a
+node between decisions).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine.memory import UNALLOC
+from ..errors import TierlabError
+from ..monitors.damon import Damon
+from ..units import PAGE, parse_duration
+from .base import POLICIES, Policy
+
+CAP_DOWN, CAP_UP = 0.8, 0.05  #: the loaded-latency cap's steps (multiplicative, additive)
+PROBE = 5  #: pages per region looked at for its node (evenly spaced)
+EXPLAIN_MOVES = 64  #: moves per decision written to --explain
+
+
+@POLICIES.register("tierlab")
+class Tierlab(Policy):
+    """tierlab's own: DAMON regions, hottest-first fill of the tiers, moves admitted by
+    expected gain against copy cost (significance-tested), top tier's access share
+    capped by loaded-latency balance (Colloid)."""
+
+    explain_fields = ("t", "budget_share", "loaded_ns", "moves")
+
+    def __init__(self, sample="10ms", aggr="1s", min_nr_regions=1000,
+                 max_nr_regions=10000, margin="4"):
+        super().__init__(sample=sample, aggr=aggr, min_nr_regions=min_nr_regions,
+                         max_nr_regions=max_nr_regions, margin=margin)
+        self.monitor = Damon(sample=sample, aggr=aggr, min_nr_regions=min_nr_regions,
+                             max_nr_regions=max_nr_regions, name="tierlab-damon")
+        try:
+            self.margin = float(margin)
+        except ValueError:
+            self.margin = -1.0
+        if not 0 < self.margin < 1e6:
+            raise TierlabError(f"bad tierlab margin {margin!r}: a number > 0 (the gain a "
+                               "move must repay, in multiples of its cost)")
+        self.explain = None
+        self.budget_share = 1.0
+        self.promoted = self.demoted = self.refused_noise = self.refused_cost = 0
+        self.decisions = 0
+        self._counters = None
+        self.loaded = None
+
+    def attach(self, sim) -> None:
+        super().attach(sim)
+        m = sim.machine
+        self.path = list(m.demotion)
+        self.lat = np.array([m.read_latency_ns(n) for n in range(m.nnodes)]) * 1e-9
+        self.copy_s = PAGE / m.migrate_bw * sim.scale  # CPU per page copied
+        self.shootdown_s = m.tlb_shootdown_s * sim.threads / (512 * sim.scale)
+        self.monitor.attach(sim)
+        self.monitor.subscribe(self.decide)
+
+    # -- observations --------------------------------------------------------------------
+    def _nodes(self, s, e):
+        """The node of each region: the most common among PROBE evenly spaced pages
+        (UNALLOC when none is allocated)."""
+        size = e - s
+        off = (np.arange(PROBE) + 0.5) / PROBE
+        pages = s[:, None] + np.minimum((size[:, None] * off).astype(np.int64), size[:, None] - 1)
+        nd = self.sim.node_of(pages.ravel()).reshape(pages.shape)
+        k = self.sim.machine.nnodes
+        counts = np.stack([(nd == n).sum(axis=1) for n in range(k)], axis=1)
+        node = counts.argmax(axis=1).astype(np.uint8)
+        node[counts.max(axis=1) == 0] = UNALLOC
+        return node
+
+    def _loaded_latency(self):
+        """Per-node loaded read latency (s) since the last decision, from the uncore
+        counters where the backend has them; None otherwise."""
+        tc = getattr(self.sim, "tier_counters", None)
+        if tc is None:
+            return None
+        try:
+            ins, occ = tc()
+        except (AttributeError, TierlabError):
+            return None
+        prev, self._counters = self._counters, (ins, occ)
+        if prev is None:
+            return None
+        di, do = ins - prev[0], occ - prev[1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lat = np.where(di > 0, do / np.where(di > 0, di, 1) * 1e-9, np.nan)
+        return lat
+
+    def _balance(self, lat) -> None:
+        """Colloid's direction on the top node's access-share cap."""
+        if lat is None or len(self.path) < 2:
+            return
+        top, nxt = lat[self.path[0]], lat[self.path[1]]
+        if not (np.isfinite(top) and np.isfinite(nxt)):
+            return
+        if top > nxt * 1.05:
+            self.budget_share = max(self.budget_share * CAP_DOWN, 0.05)
+        elif top < nxt * 0.9:
+            self.budget_share = min(self.budget_share + CAP_UP, 1.0)
+
+    # -- the decision ---------------------------------------------------------------------
+    def decide(self, mon, now: float) -> None:
+        sim = self.sim
+        self.decisions += 1
+        r = mon.regions
+        s, e = np.asarray(r.start, dtype=np.int64), np.asarray(r.end, dtype=np.int64)
+        if s.size == 0:
+            return
+        size = e - s
+        n = 2 * mon.max_nr_accesses
+        h = (np.asarray(r.nr_accesses) + np.asarray(r.last_nr_accesses)) / n
+        h = np.clip(h, 0.0, 1.0 - 1.0 / (4 * n))
+        lam = -np.log1p(-h) / mon.sample_interval  # accesses per second per page
+        se = np.sqrt(np.maximum(h * (1 - h), 1.0 / n) / n)
+        self.z = float(np.sqrt(2 * np.log(max(s.size, 2))) + 1.0)
+        node = self._nodes(s, e)
+        ok = node != UNALLOC
+        lat = self._loaded_latency()
+        self._balance(lat)
+        self.loaded = lat
+        eff = self.lat.copy()
+        if lat is not None:
+            eff = np.where(np.isfinite(lat), np.maximum(lat, self.lat), self.lat)
+        want = self._fill(lam, size, ok)
+        horizon = (np.asarray(r.age, dtype=float) + 1.0) * mon.aggr_interval
+        moves = self._moves(s, e, size, h, se, lam, node, want, horizon, eff, now)
+        if self.explain is not None:
+            self.explain({"t": float(now), "budget_share": float(self.budget_share),
+                          "loaded_ns": None if lat is None else
+                          [None if not np.isfinite(x) else float(x * 1e9) for x in lat],
+                          "moves": moves[:EXPLAIN_MOVES], "moves_total": len(moves)})
+
+    def _fill(self, lam, size, ok):
+        """Desired node per region: hottest first down the path, each node up to its
+        capacity less the high watermark; the top node also up to its access-share cap."""
+        mem = self.sim.mem
+        want = np.full(lam.shape[0], UNALLOC, dtype=np.uint8)
+        idx = np.flatnonzero(ok)
+        order = idx[np.argsort(-lam[idx], kind="stable")]
+        sz = size[order]
+        heat = lam[order] * sz
+        total = heat.sum()
+        pos = 0
+        for i, nd in enumerate(self.path):
+            room = int(mem.capacity[nd] - mem.wmark_high[nd])
+            last = i == len(self.path) - 1
+            cum = np.cumsum(sz[pos:])
+            take = int(np.searchsorted(cum, room, side="right")) if not last else cum.size
+            if i == 0 and self.budget_share < 1.0 and total > 0:
+                hc = np.cumsum(heat[pos:])
+                take = min(take, int(np.searchsorted(hc, self.budget_share * total,
+                                                     side="right")))
+            want[order[pos:pos + take]] = nd
+            pos += take
+            if pos >= order.size:
+                break
+        return want
+
+    def _moves(self, s, e, size, h, se, lam, node, want, horizon, lat, now):
+        """Admitted moves, made; returns their explain entries."""
+        sim = self.sim
+        mem = sim.mem
+        rank = {nd: i for i, nd in enumerate(self.path)}
+        rk = np.array([rank.get(int(x), 255) for x in range(256)])
+        cur_r, want_r = rk[node], rk[want]
+        valid = (node != UNALLOC) & (want != UNALLOC)
+        up = np.flatnonzero(valid & (want_r < cur_r))
+        up = up[np.argsort(-lam[up], kind="stable")]
+        budget = int(0.5 * sim.machine.migrate_bw * self.monitor.aggr_interval / PAGE)
+        out = []
+        taken = np.zeros(s.size, dtype=bool)
+        for dst in self.path[:-1]:
+            cand = up[want[up] == dst]
+            if cand.size == 0:
+                continue
+            victims = np.flatnonzero(valid & (node == dst) & (rk[want] > rk[dst]) & ~taken)
+            victims = victims[np.argsort(lam[victims], kind="stable")]
+            vi = 0
+            room = int(mem.free[dst] - mem.wmark_high[dst])
+            for p in cand:
+                if budget <= 0:
+                    break
+                pages = int(size[p])
+                copy = pages * (self.copy_s + self.shootdown_s)
+                gain_rate = lam[p] * pages * (lat[node[p]] - lat[dst])
+                if room >= pages:
+                    if gain_rate * horizon[p] < self.margin * copy:
+                        self.refused_cost += 1
+                        continue
+                    got = sim.migrate_range(int(s[p]), int(e[p]), dst, reason="tierlab-promote")
+                    room -= got
+                    budget -= got
+                    taken[p] = True
+                    self.promoted += got
+                    out.append(self._entry(s[p], e[p], node[p], dst, "promote into room",
+                                           gain_rate * horizon[p], copy))
+                    continue
+                need, j, vmax, vcost, vgain = pages - max(room, 0), vi, 0.0, 0.0, 0.0
+                freed = 0
+                while freed < need and j < victims.size:
+                    v = victims[j]
+                    freed += int(size[v])
+                    vmax = max(vmax, h[v] + self.z * se[v])
+                    to = self._below(dst, want[v])
+                    vgain += lam[v] * size[v] * (lat[to] - lat[dst])
+                    vcost += size[v] * (self.copy_s + self.shootdown_s)
+                    j += 1
+                if freed < need:
+                    break
+                if h[p] - self.z * se[p] <= vmax:
+                    self.refused_noise += 1
+                    break  # colder candidates follow, hotter victims: none would pass
+                net = gain_rate - vgain
+                if net * min(horizon[p], horizon[victims[vi:j]].min()) < \
+                        self.margin * (copy + vcost):
+                    self.refused_cost += 1
+                    continue
+                for v in victims[vi:j]:
+                    to = self._below(dst, want[v])
+                    got = sim.migrate_range(int(s[v]), int(e[v]), to, reason="tierlab-demote")
+                    self.demoted += got
+                    budget -= got
+                    taken[v] = True
+                    out.append(self._entry(s[v], e[v], dst, to, "displaced by hotter region",
+                                           -lam[v] * size[v] * (lat[to] - lat[dst])
+                                           * horizon[v], size[v] * self.copy_s))
+                vi = j
+                room = int(mem.free[dst] - mem.wmark_high[dst])
+                got = sim.migrate_range(int(s[p]), int(e[p]), dst, reason="tierlab-promote")
+                room -= got
+                budget -= got
+                taken[p] = True
+                self.promoted += got
+                out.append(self._entry(s[p], e[p], node[p], dst,
+                                       "exchange with colder regions", net * horizon[p],
+                                       copy + vcost))
+        moved = np.flatnonzero(taken)
+        if moved.size:
+            self.monitor.reset_age(moved)
+        return out
+
+    def _below(self, src: int, wanted: int) -> int:
+        """Where a displaced region goes: its own desired node if below `src`, else the
+        next node down."""
+        i = self.path.index(src)
+        if wanted != UNALLOC and wanted in self.path and self.path.index(wanted) > i:
+            return int(wanted)
+        return int(self.path[min(i + 1, len(self.path) - 1)])
+
+    @staticmethod
+    def _entry(s, e, src, dst, why, gain, cost) -> dict:
+        return {"start_page": int(s), "end_page": int(e), "from": int(src), "to": int(dst),
+                "reason": why, "gain_s": float(gain), "cost_s": float(cost)}
+
+    def stats(self) -> dict:
+        return {"decisions": self.decisions, "promoted_pages": int(self.promoted),
+                "demoted_pages": int(self.demoted), "refused_noise": self.refused_noise,
+                "refused_cost": self.refused_cost, "budget_share": float(self.budget_share),
+                "monitor": self.monitor.stats()}
