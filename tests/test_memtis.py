@@ -12,9 +12,11 @@ import pytest
 
 from tierlab.engine import Simulation
 from tierlab.errors import TierlabError
+from tierlab.field import RateField
 from tierlab.policies import ALLOCS, POLICIES
 from tierlab.policies.hemem import HP
 from tierlab.policies.memtis import LOAD_PERIODS, STORE_PERIODS, get_idx, get_skew_idx
+from tierlab.workloads.base import Change, Workload, ranges
 
 from conftest import HotCold
 from test_engine import check_invariants, small_machine
@@ -219,6 +221,49 @@ def test_skewed_huge_page_split_uniform_not(small):
     assert pol.split[a] and not pol.split[b] and pol.splits == before + 1
     # the base pages keep their subpage counts
     assert pol.cnt[a * HP] == 32 * HP >> 1 and pol.cnt[a * HP + 16] == 0
+
+
+class Scattered(Workload):
+    """n pages; every `every`-th page is hot (`hot_frac` of the accesses): each 2 MiB
+    page holds 32 hot 4 KiB pages, so the hot huge pages (all of them) do not fit the
+    fast tier while the hot 4 KiB pages do (GUPS++'s pattern, Johnny Cache)."""
+
+    def __init__(self, n=16 * HP, every=16, hot_frac=0.9, work=4e7):
+        super().__init__(name="scattered", npages=n, footprint_pages=n, total_work=work,
+                         work_unit="updates", compute_ns=10.0, threads=8, mlp=4.0)
+        self.hot = np.arange(every // 2, n, every)
+        self.hot_frac = hot_frac
+
+    def changes(self):
+        n, hot = self.npages, self.hot
+        cold = (1 - self.hot_frac) / (n - hot.size)
+        starts = np.concatenate(([0], hot + 1, hot))
+        ends = np.concatenate((hot, [n], hot + 1))
+        rate = np.concatenate((np.full(hot.size + 1, cold),
+                               np.full(hot.size, self.hot_frac / hot.size)))
+        o = np.argsort(starts, kind="stable")
+        starts, ends, rate = starts[o], ends[o], rate[o]
+        keep = ends > starts
+        f = RateField.from_segments(starts[keep], ends[keep], rate[keep], rate[keep], n)
+        yield Change(0, field=f, alloc=ranges((0, n)))
+
+
+def test_scattered_hot_pages_are_placed_by_splitting():
+    """End to end: the split rounds (eHR > rHR) split the skewed huge pages, whose hot
+    subpages then fit the fast tier; without splitting half of them stay slow."""
+    out = {}
+    for spec in ("memtis", "memtis:split=off"):
+        m = small_machine(dram_pages=8 * HP, slow_pages=32 * HP)
+        wl = Scattered()
+        pol = POLICIES.create(spec)
+        sim = Simulation(m, wl, pol, ALLOCS.create("dram-preferred"), seed=0, scale=SCALE)
+        rec = sim.run()
+        check_invariants(sim)
+        out[spec] = (np.mean(sim.mem.node[wl.hot] == 0), rec)
+    (on, rec), (on_off, rec_off) = out["memtis"], out["memtis:split=off"]
+    assert rec["policy_stats"]["splits"] >= 8 and rec_off["policy_stats"]["splits"] == 0
+    assert on > 0.95 and on_off < 0.6
+    assert rec["throughput"] > 1.1 * rec_off["throughput"]
 
 
 def test_split_rounds_stop_without_gain(small):
