@@ -62,9 +62,9 @@ kernel's `idx_hot != 15` test), at least `htmm_thres_hot` (1). Between coolings 
 rises, or falls when splits happened (`split_happen`); at the first adaptation after a
 cooling it drops by 1 if the computed value is lower. The base-page threshold follows
 the same walk over the estimated-base-page histogram. Warm ("Warm set"): hot - 1 when
-the hot pages fill < 75% of (capacity - watermark), else hot; `warm=off` sets it to hot
-(`htmm_nowarm`). After a demotion pass that could not free the promotion demand, warm
-= hot (`demote_node`).
+the pages the walk fitted fill < 75% of (capacity - watermark), else hot; `warm=off` sets it to hot
+(`htmm_nowarm`). After a demotion pass that demoted fewer pages than min(promotion
+demand, excess), warm = hot until the next adaptation (`demote_node`).
 
 Cooling ("Cooling", `update_pginfo`, `__cooling`): every `htmm_cooling_period`
 (2,000,000) samples, or when the allocated memory grew by 10 GB since the last one
@@ -79,8 +79,8 @@ chunks of 12.5% cover it), which computes each huge page's skewness
 Under `--scale F` the sample-count periods (adaptation, cooling) are F x the
 full-scale counts (the miniature draws F of the samples: per-page counts are
 scale-free, totals are not), and so are MEMTIS's byte figures (watermarks, the 10 GB
-cooling trigger, the 100 MB direct-demotion extra, the 50-page split limit, at least
-1) through `sim.scaled_bytes`.
+cooling trigger, the 12,800-page direct-demotion extra, the limit of 50 huge-page
+splits per pass, at least 1) through `sim.scaled_bytes`.
 
 kmigraterd ("kmigraterd", "Watermarks", `kmigraterd_demotion`,
 `kmigraterd_promotion`), every 500 ms (both threads; one timer here, demotion first):
