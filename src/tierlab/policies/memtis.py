@@ -480,8 +480,8 @@ class Memtis(Policy):
             return
         on_top = self.sim.mem.node[p] == self.top
         k0 = self.nr_sampled
-        # sample numbers k0+1 .. k0+n; boundaries at multiples of the periods
-        ks = []
+        # sample numbers k0+1 .. k0+n; boundaries at multiples of the periods (a
+        # cooling sample does not also adapt: `update_pginfo`'s else-if)
         a = self.adapt_every
         first = (k0 // a + 1) * a
         ks = list(range(first, k0 + n + 1, a))
