@@ -74,7 +74,7 @@ def test_every_move_is_explained(tmp_path):
     assert moves and rec["promotions"] > 0
     for m in moves:
         assert m["reason"] and m["cost_s"] > 0 and np.isfinite(m["gain_s"])
-        if m["reason"] != "displaced by hotter region":
+        if m["reason"] != "displaced by a hotter region":
             assert m["gain_s"] > m["cost_s"]  # admitted because its gain repays its cost
 
 

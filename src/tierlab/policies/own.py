@@ -197,52 +197,51 @@ class Tierlab(Policy):
         return want
 
     def _moves(self, s, e, size, h, se, lam, node, want, horizon, lat, now):
-        """Admitted moves, made; returns their explain entries."""
+        """Admitted moves, made; returns their explain entries. For each node d down the
+        path, the regions that should be on d (hottest gain first) come in: into room,
+        or displacing the regions on d that should be elsewhere (coldest first), which
+        go where they should be (or one node down)."""
         sim = self.sim
         mem = sim.mem
-        rank = {nd: i for i, nd in enumerate(self.path)}
-        rk = np.array([rank.get(int(x), 255) for x in range(256)])
-        cur_r, want_r = rk[node], rk[want]
+        path = self.path
         valid = (node != UNALLOC) & (want != UNALLOC)
-        up = np.flatnonzero(valid & (want_r < cur_r))
-        up = up[np.argsort(-lam[up], kind="stable")]
+        gain = np.where(valid, lam * (lat[np.minimum(node, len(lat) - 1)]
+                                      - lat[np.minimum(want, len(lat) - 1)]), 0.0)
         budget = int(0.5 * sim.machine.migrate_bw * self.monitor.aggr_interval / PAGE)
         out = []
         taken = np.zeros(s.size, dtype=bool)
-        for dst in self.path[:-1]:
-            cand = up[want[up] == dst]
+        for d in path:
+            cand = np.flatnonzero(valid & (want == d) & (node != d) & (gain > 0) & ~taken)
             if cand.size == 0:
                 continue
-            victims = np.flatnonzero(valid & (node == dst) & (rk[want] > rk[dst]) & ~taken)
+            cand = cand[np.argsort(-gain[cand], kind="stable")]
+            victims = np.flatnonzero(valid & (node == d) & (want != d) & ~taken)
             victims = victims[np.argsort(lam[victims], kind="stable")]
             vi = 0
-            room = int(mem.free[dst] - mem.wmark_high[dst])
+            room = int(mem.free[d] - mem.wmark_high[d])
             for p in cand:
                 if budget <= 0:
                     break
                 pages = int(size[p])
                 copy = pages * (self.copy_s + self.shootdown_s)
-                gain_rate = lam[p] * pages * (lat[node[p]] - lat[dst])
+                g = gain[p] * pages
                 if room >= pages:
-                    if gain_rate * horizon[p] < self.margin * copy:
+                    if g * horizon[p] < self.margin * copy:
                         self.refused_cost += 1
                         continue
-                    got = sim.migrate_range(int(s[p]), int(e[p]), dst, reason="tierlab-promote")
+                    got = self._move(s[p], e[p], node[p], d, "into room",
+                                     g * horizon[p], copy, out)
                     room -= got
                     budget -= got
                     taken[p] = True
-                    self.promoted += got
-                    out.append(self._entry(s[p], e[p], node[p], dst, "promote into room",
-                                           gain_rate * horizon[p], copy))
                     continue
-                need, j, vmax, vcost, vgain = pages - max(room, 0), vi, 0.0, 0.0, 0.0
-                freed = 0
+                need, j, vmax, vcost, vloss, freed = pages - max(room, 0), vi, 0.0, 0.0, 0.0, 0
                 while freed < need and j < victims.size:
                     v = victims[j]
                     freed += int(size[v])
                     vmax = max(vmax, h[v] + self.z * se[v])
-                    to = self._below(dst, want[v])
-                    vgain += lam[v] * size[v] * (lat[to] - lat[dst])
+                    to = self._dest(d, want[v])
+                    vloss += lam[v] * size[v] * (lat[to] - lat[d])
                     vcost += size[v] * (self.copy_s + self.shootdown_s)
                     j += 1
                 if freed < need:
@@ -250,47 +249,47 @@ class Tierlab(Policy):
                 if h[p] - self.z * se[p] <= vmax:
                     self.refused_noise += 1
                     break  # colder candidates follow, hotter victims: none would pass
-                net = gain_rate - vgain
-                if net * min(horizon[p], horizon[victims[vi:j]].min()) < \
-                        self.margin * (copy + vcost):
+                net = g - vloss
+                hz = min(horizon[p], horizon[victims[vi:j]].min())
+                if net * hz < self.margin * (copy + vcost):
                     self.refused_cost += 1
                     continue
                 for v in victims[vi:j]:
-                    to = self._below(dst, want[v])
-                    got = sim.migrate_range(int(s[v]), int(e[v]), to, reason="tierlab-demote")
-                    self.demoted += got
-                    budget -= got
+                    to = self._dest(d, want[v])
+                    budget -= self._move(s[v], e[v], d, to, "displaced by a hotter region",
+                                         -lam[v] * size[v] * (lat[to] - lat[d]) * hz,
+                                         size[v] * (self.copy_s + self.shootdown_s), out)
                     taken[v] = True
-                    out.append(self._entry(s[v], e[v], dst, to, "displaced by hotter region",
-                                           -lam[v] * size[v] * (lat[to] - lat[dst])
-                                           * horizon[v], size[v] * self.copy_s))
                 vi = j
-                room = int(mem.free[dst] - mem.wmark_high[dst])
-                got = sim.migrate_range(int(s[p]), int(e[p]), dst, reason="tierlab-promote")
+                room = int(mem.free[d] - mem.wmark_high[d])
+                got = self._move(s[p], e[p], node[p], d, "exchange with colder regions",
+                                 net * hz, copy + vcost, out)
                 room -= got
                 budget -= got
                 taken[p] = True
-                self.promoted += got
-                out.append(self._entry(s[p], e[p], node[p], dst,
-                                       "exchange with colder regions", net * horizon[p],
-                                       copy + vcost))
         moved = np.flatnonzero(taken)
         if moved.size:
             self.monitor.reset_age(moved)
         return out
 
-    def _below(self, src: int, wanted: int) -> int:
-        """Where a displaced region goes: its own desired node if below `src`, else the
-        next node down."""
-        i = self.path.index(src)
-        if wanted != UNALLOC and wanted in self.path and self.path.index(wanted) > i:
-            return int(wanted)
-        return int(self.path[min(i + 1, len(self.path) - 1)])
+    def _move(self, s, e, src, dst, why, gain, cost, out) -> int:
+        """Migrate region [s, e) to dst; count and explain it."""
+        got = self.sim.migrate_range(int(s), int(e), int(dst), reason="tierlab")
+        if self.path.index(int(dst)) < self.path.index(int(src)):
+            self.promoted += got
+        else:
+            self.demoted += got
+        out.append({"start_page": int(s), "end_page": int(e), "from": int(src),
+                    "to": int(dst), "reason": why, "gain_s": float(gain),
+                    "cost_s": float(cost)})
+        return got
 
-    @staticmethod
-    def _entry(s, e, src, dst, why, gain, cost) -> dict:
-        return {"start_page": int(s), "end_page": int(e), "from": int(src), "to": int(dst),
-                "reason": why, "gain_s": float(gain), "cost_s": float(cost)}
+    def _dest(self, src: int, wanted: int) -> int:
+        """Where a displaced region goes: where it should be, or one node down."""
+        if wanted != UNALLOC and int(wanted) in self.path and int(wanted) != src:
+            return int(wanted)
+        i = self.path.index(src)
+        return int(self.path[min(i + 1, len(self.path) - 1)])
 
     def stats(self) -> dict:
         return {"decisions": self.decisions, "promoted_pages": int(self.promoted),
