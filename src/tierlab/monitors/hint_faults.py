@@ -139,6 +139,9 @@ class ScheduledHintFaults(HintFaults):
         self._batches: list[_Batch] = []
         self._dormant = (np.zeros(0, dtype=self._pdt), np.zeros(0, dtype=np.uint32),
                          np.zeros(0))  # pages, arm index, E
+        #: faults beyond the horizon (cumulative work) wait unsorted (see `_schedule`)
+        self._far: list = []  # [(wf, pages, arm)], every wf > self._horizon
+        self._horizon = 0.0
         self._field = None
         self._t_sync = None  # set at the first arm or poll
         self._pending: list = []  # faults found while syncing epochs (pages, works, arm)
@@ -175,19 +178,56 @@ class ScheduledHintFaults(HintFaults):
                                     np.concatenate((a1, a2))))
 
     def _schedule(self, pages, arm, budget, w0, field) -> None:
-        """Schedule pages with remaining Exp(1) budget from work w0 under `field`."""
+        """Schedule pages with remaining Exp(1) budget from work w0 under `field`.
+        Faults beyond the horizon (most of the cold pages' faults, which a run often
+        never reaches) are kept unsorted in `_far` and sorted only when the work nears
+        them (`_refill`): sorting and merging them was most of the cost at 512 GiB."""
         r = self._rates(field, pages)
         live = r > 0
         if live.any():
-            self._push(_sorted_batch(w0 + budget[live] / r[live], pages[live], arm[live]))
+            wf, p, a = w0 + budget[live] / r[live], pages[live], arm[live]
+            near = wf <= self._horizon
+            if not near.all():
+                far = ~near
+                self._far.append((wf[far], p[far], a[far]))
+                wf, p, a = wf[near], p[near], a[near]
+            self._push(_sorted_batch(wf, p, a))
         if (~live).any():
             dp, da, de = self._dormant
             self._dormant = (np.concatenate((dp, pages[~live])),
                              np.concatenate((da, arm[~live])),
                              np.concatenate((de, budget[~live])))
 
+    def _refill(self, w: float) -> None:
+        """Move the far faults at work <= 4 w into the sorted batches (the horizon grows
+        4x each time, so a run refills O(log work) times)."""
+        h = 4.0 * w
+        keep, wfs, pages, arms = [], [], [], []
+        n = 0
+        for i, (wf, p, a) in enumerate(self._far):
+            m = wf <= h
+            if m.any():
+                wfs.append(wf[m])
+                pages.append(p[m])
+                arms.append(a[m])
+                n += wfs[-1].shape[0]
+                if not m.all():
+                    keep.append((wf[~m], p[~m], a[~m]))
+            else:
+                keep.append((wf, p, a))
+            self._far[i] = None  # free as we go
+            if wfs and (n >= MERGE_CAP or i == len(self._far) - 1):
+                # sorted batches of at most about MERGE_CAP: a bounded transient
+                self._push(_sorted_batch(np.concatenate(wfs), np.concatenate(pages),
+                                         np.concatenate(arms)))
+                wfs, pages, arms, n = [], [], [], 0
+        self._far = keep
+        self._horizon = h
+
     def _take_until(self, w: float) -> None:
         """Move every scheduled fault at work <= w to the pending list."""
+        if w > self._horizon:
+            self._refill(w)
         for b in self._batches:
             wf = b.wf
             k = int(np.searchsorted(wf[b.head:], w, side="right"))
@@ -231,7 +271,12 @@ class ScheduledHintFaults(HintFaults):
                 wfs.append(w_)
                 pages.append(p_)
                 arms.append(a_)
+            for w_, p_, a_ in self._far:
+                wfs.append(w_)
+                pages.append(p_)
+                arms.append(a_)
             self._batches = []
+            self._far = []
             if pages:
                 p = np.concatenate(pages)
                 budget = (np.concatenate(wfs) - wc) * self._rates(old, p)
@@ -322,6 +367,13 @@ class ScheduledHintFaults(HintFaults):
                 keep_b.append(b)
                 n += len(b)
         self._batches = keep_b
+        far = []
+        for w_, p_, a_ in self._far:
+            k = self._flag[p_]
+            if k.any():
+                far.append((w_[k], p_[k], a_[k]) if not k.all() else (w_, p_, a_))
+                n += int(k.sum())
+        self._far = far
         dp, da, de = self._dormant
         if dp.shape[0]:
             k = self._flag[dp]
