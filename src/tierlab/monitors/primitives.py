@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .source import AccessSource
+from .source import AccessSource, RateSource
 
 #: pages (4 KiB) covered by one entry at each page-table level: PTE, PMD (2 MiB),
 #: PUD (1 GiB), P4D/PGD (512 GiB)
@@ -484,6 +484,7 @@ class HintFaults:
         if n == 0:
             return 0
         now = float(now)
+        self._rcache = None  # the armed pages change
         keys = np.concatenate((self._pages, pages))
         order = np.argsort(keys, kind="stable")
         self._pages = keys[order]
@@ -500,6 +501,12 @@ class HintFaults:
     def _take(self, keep) -> None:
         self._pages, self._arm = self._pages[keep], self._arm[keep]
         self._from, self._rem = self._from[keep], self._rem[keep]
+        c = getattr(self, "_rcache", None)
+        if c and c.get("n") == keep.shape[0]:
+            c["rate"] = c["rate"][keep]
+            c["n"] = self._pages.shape[0]
+        elif c:
+            c.clear()
 
     def poll(self, now: float):
         """(pages, fault_times, latency) of faults since the last poll, by fault time."""
@@ -508,7 +515,13 @@ class HintFaults:
             return np.zeros(0, dtype=np.int64), e, e.copy()
         now = float(now)
         t0 = np.minimum(self._from, now)
-        times, rem = self.source.first_access_lazy(self._pages, t0, now, self._rem)
+        if isinstance(self.source, RateSource):  # rates kept with the armed pages
+            if getattr(self, "_rcache", None) is None:
+                self._rcache = {}
+            times, rem = self.source.first_access_lazy(self._pages, t0, now, self._rem,
+                                                       cache=self._rcache)
+        else:
+            times, rem = self.source.first_access_lazy(self._pages, t0, now, self._rem)
         hit = ~np.isnan(times)
         order = np.argsort(times[hit], kind="stable")
         pages = self._pages[hit][order]
@@ -516,6 +529,7 @@ class HintFaults:
         latency = np.maximum(ftimes - self._arm[hit][order], 0.0)
         self._rem = rem
         self._from = np.full(self._pages.shape[0], now)
-        self._take(~hit)
+        if pages.shape[0]:
+            self._take(~hit)
         self.faults += int(pages.shape[0])
         return pages, ftimes, latency

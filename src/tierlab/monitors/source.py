@@ -178,6 +178,8 @@ class RateSource(AccessSource):
         tmin = float(t0.min()) if t0.ndim else float(t0)
         starts = tl.epoch_start
         nep = len(starts)
+        if t0.ndim and t0.size > 1 and tmin == float(t0.max()):
+            t0 = t0.reshape(-1)[:1]  # one start time: one lookup, broadcast by the callers
         w_t0 = tl.work_at(t0)
         out = []
         for k in range(nep):
@@ -244,7 +246,10 @@ class RateSource(AccessSource):
         order = np.argsort(times, kind="stable")
         return pages[order], np.clip(times[order], t0, t1)
 
-    def first_access_lazy(self, pages, t0, t1, remaining):
+    def first_access_lazy(self, pages, t0, t1, remaining, cache=None):
+        """`cache`: an optional dict the caller keeps with `pages` (cleared when they
+        change); it holds the pages' rates under the last field seen, so repeated polls
+        of the same armed pages skip the per-page segment search."""
         tl = self.timeline
         pages = np.asarray(pages, dtype=np.int64)
         n = pages.shape[0]
@@ -255,7 +260,12 @@ class RateSource(AccessSource):
             return times, rem
         done = np.zeros(n, dtype=bool)
         for tab, wlo, dw in self._epochs(t0, float(t1)):
-            rate = tab.page_rate(pages)
+            if cache is not None and cache.get("tab") is tab and cache.get("n") == n:
+                rate = cache["rate"]
+            else:
+                rate = tab.page_rate(pages)
+                if cache is not None:
+                    cache.update(tab=tab, rate=rate, n=n)
             wlo = np.broadcast_to(wlo, (n,))
             lam = rate * dw
             hit = ~done & (rate > 0) & (lam >= rem)
@@ -263,8 +273,7 @@ class RateSource(AccessSource):
                 target = wlo[hit] + rem[hit] / rate[hit]
                 times[hit] = tl.time_at_work(target)
                 done |= hit
-            live = ~done
-            rem[live] -= lam[live]
+            np.subtract(rem, lam, out=rem, where=~done)
         rem[done] = 0.0
         np.clip(times, t0, t1, out=times, where=done)
         return times, rem

@@ -163,6 +163,7 @@ class _HintFaults(HintFaults):
                 or (n > 1 and not bool(np.all(pages[1:] > pages[:-1]))):
             return self.arm(pages, now)
         now = float(now)
+        self._rcache = None  # the armed pages change (primitives.HintFaults.poll)
         rem = self.rng.exponential(size=n)
         if self._pages.size == 0:
             self._pages, self._rem = pages.copy(), rem
