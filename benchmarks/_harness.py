@@ -48,12 +48,20 @@ def _child(run_kwargs: dict, npages: int, q) -> None:
                "error": "n/a (needs a memory-mode machine)" if na else repr(e)})
 
 
-def run_isolated(run_kwargs: dict, npages: int) -> dict:
+def run_isolated(run_kwargs: dict, npages: int, timeout: float | None = None) -> dict:
+    """One run in a fresh process; past `timeout` seconds of wall it is stopped and
+    reported as such."""
+    import queue
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     p = ctx.Process(target=_child, args=(run_kwargs, npages, q))
     p.start()
-    r = q.get()
+    try:
+        r = q.get(timeout=timeout)
+    except queue.Empty:
+        p.kill()
+        r = {"policy": run_kwargs["policy"], "ok": False,
+             "error": f"stopped after {timeout:g} s wall (not met)"}
     p.join()
     return r
 

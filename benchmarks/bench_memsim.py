@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", metavar="POLICY", help="profile one policy in-process")
     ap.add_argument("--records", metavar="FILE", help="write each run record (JSON lines)")
+    ap.add_argument("--timeout", type=float, help="stop a policy's run after this wall s")
     a = ap.parse_args()
     if a.profile:
         profile(kwargs(a.profile, a.updates_x, a.seed))
@@ -46,7 +47,7 @@ def main():
     pols = registered_policies() if a.policies == "all" else a.policies.split(",")
     rows = []
     for p in pols:
-        r = run_isolated(kwargs(p, a.updates_x, a.seed), PAGES)
+        r = run_isolated(kwargs(p, a.updates_x, a.seed), PAGES, a.timeout)
         rows.append(r)
         if r["ok"]:
             print(f"# {p}: wall {r['wall_s']:.1f} s, CPU {r['cpu_s']:.1f} s, "
