@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import subprocess
 import sys
@@ -39,14 +38,15 @@ import time
 import traceback
 from pathlib import Path
 
+from tierlab.reports import trace_regimes
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO / ".." / "shared" / "traces"
 LOCAL = REPO / "tests" / "data" / "traces"
 
 POLICIES = ["autonuma", "idt", "idt-damon", "hemem", "static"]
 BASELINE = "autonuma"
-REGIMES = {"capacity": 1.0, "bandwidth": 1 / 128}
-BW_FACTOR = 128  # copies and capacities at full scale, x this, in the bandwidth regime
+REGIMES = trace_regimes.REGIMES
 MIN_RATIO = 0.98  # IDT throughput over autonuma, at least
 MAX_MIGRATED = 10.0  # IDT migrated bytes over footprint, at most
 MiB = 2**20
@@ -65,13 +65,6 @@ def find_traces() -> tuple[list[Path], list[str]]:
     return shared + local, notes
 
 
-def footprint_bytes(path: Path) -> int:
-    """Touched pages x 4 KiB (what `tierlab trace info` calls the footprint)."""
-    from tierlab.units import PAGE
-    from tierlab.workloads.trace import read_trace
-    return int(len(read_trace(path).touched_pages())) * PAGE
-
-
 def rel(path: Path) -> str:
     """`path` relative to the repository root (the runs' working directory)."""
     return os.path.relpath(os.path.abspath(path), REPO)
@@ -79,19 +72,7 @@ def rel(path: Path) -> str:
 
 def setup(path: Path, fp: int, regime: str, copies: int) -> dict:
     """Machine, workload spec and scale of one (trace, regime)."""
-    total = copies * fp  # full-scale footprint of the capacity regime
-    dram = max(1, round(total / 4 / MiB))  # MiB per DRAM node: 2 nodes = half the footprint
-    optane = max(512, 2 ** math.ceil(math.log2(max(1, total / MiB))))  # MiB per Optane node
-    k = copies
-    if regime == "bandwidth":
-        k, dram, optane = copies * BW_FACTOR, dram * BW_FACTOR, optane * BW_FACTOR
-    return {"machine": f"optane-4tier:dram={dram}MiB,optane={fmt_mib(optane)}",
-            "workload": f"trace:{rel(path)},copies={k}", "scale": REGIMES[regime],
-            "copies": k}
-
-
-def fmt_mib(m: int) -> str:
-    return f"{m // 1024}GiB" if m % 1024 == 0 else f"{m}MiB"
+    return trace_regimes.setup(path, fp, regime, copies, root=REPO)
 
 
 def git(*args) -> str:
@@ -237,7 +218,7 @@ def main() -> int:
     rows, records = [], []
     for path in paths:
         try:
-            fp = footprint_bytes(path)
+            fp = trace_regimes.footprint_bytes(path)
         except Exception as e:  # a broken trace is a row, not a crash
             for regime in regimes:
                 rows.append(row_of(path.stem, regime, {"machine": "-", "workload": rel(path),

@@ -223,13 +223,19 @@ def cmd_reproduce(a) -> int:
         # the reproduce default (@baselines): the study's four representative workloads
         wls = None if a.workloads == ["@baselines"] else wls
         total = count_runs(wls)
+    if a.policies is not None:
+        if a.name != "beyond":
+            raise TierlabError(f"--policies applies to beyond only, not {a.name!r}")
+        for p in a.policies:
+            api.make_policy(p)  # a bad name fails here, before any run
     if a.out is not None:
         api.writable_dir(a.out, "--out")
     with _sweep(a) as sweep:
         if total:
             err.print(f"[bold]{total} runs[/] on {sweep.where}")
         scale = a.scale if a.scale is not None else REPRODUCTION_SCALE[a.name]
-        path = run(Path(a.out), scale, wls, a.jobs, on_done=sweep.report)
+        extra = {"policies": a.policies} if a.name == "beyond" else {}
+        path = run(Path(a.out), scale, wls, a.jobs, on_done=sweep.report, **extra)
     out.print(f"wrote {path} (figures and results.json beside it)")
     return 0
 
@@ -429,7 +435,8 @@ def parser() -> argparse.ArgumentParser:
                         "next to the simulator's), PNG figures and DIR/results.json.",
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     rp.add_argument("name", help="which paper: idt, hemem, telescope, johnny-cache, "
-                    "allocation, colloid")
+                    "allocation, colloid; or beyond (issue 21: tierlab's own policy "
+                    "against every other and the oracle)")
     rp.add_argument("--out", help="output directory (required unless --resume)")
     rp.add_argument("--scale", type=_scale, default=None,
                     help="miniature scale (default: idt 1/64, as the @baselines suite; "
@@ -440,6 +447,9 @@ def parser() -> argparse.ArgumentParser:
                     help="workload specs or @SUITE (default: @baselines)")
     rp.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="parallel processes (default: all cores)")
+    rp.add_argument("--policies", type=_csv, default=None,
+                    help="beyond only: the policies to compare (default: tierlab and "
+                    "every other system; tierlab, static and oracle are always added)")
     rp.add_argument("--sensitivity", action="store_true",
                     help="idt only: the paper's sensitivity study instead of its "
                     "evaluation: sample x aggregation interval and demote_wmark x "

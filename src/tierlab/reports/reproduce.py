@@ -17,6 +17,7 @@ from .. import api
 from ..units import PAGE
 from .plots import plot_speedup
 from .repro_allocation import ALLOC_SCALE, reproduce_allocation
+from .repro_beyond import reproduce_beyond
 from .repro_colloid import COLLOID_SCALE, reproduce_colloid
 from .repro_johnny_cache import JC_SCALE, reproduce_johnny_cache
 from .results import present_traces
@@ -428,8 +429,9 @@ def _steady(rec: dict) -> float:
 
 REPRODUCTIONS = {"idt": reproduce_idt, "hemem": reproduce_hemem,
                  "telescope": reproduce_telescope, "johnny-cache": reproduce_johnny_cache,
-                 "allocation": reproduce_allocation, "colloid": reproduce_colloid}
+                 "allocation": reproduce_allocation, "colloid": reproduce_colloid,
+                 "beyond": reproduce_beyond}
 #: each reproduction's default miniature (`--scale`)
 REPRODUCTION_SCALE = {"idt": 1 / 64, "hemem": 1 / 256, "telescope": 1.0,
                       "johnny-cache": JC_SCALE, "allocation": ALLOC_SCALE,
-                      "colloid": COLLOID_SCALE}
+                      "colloid": COLLOID_SCALE, "beyond": 1 / 64}

@@ -1,0 +1,180 @@
+"""`tierlab reproduce beyond`: issue 21's evaluation of tierlab's own policy (`tierlab`,
+policies/own.py) against every other system and the oracle.
+
+Scenarios:
+- the `@baselines` suite (or `--workloads`) on `optane-4tier`, `optane-2tier` and
+  `dram-cxl`, each with no antagonist and with Colloid's "2x" (a co-runner keeping 50% of
+  the top DRAM node's bandwidth busy, `antagonist=NODE@50%`; repro_colloid.py's mapping,
+  1x = 25%), at the reproduction's scale (default 1/64);
+- every recorded program in ../shared/traces (*.pg, relative to the working directory)
+  as a capacity-bound (scale 1) and a bandwidth-bound (scale 1/128) miniature with its
+  footprint about twice DRAM (reports/trace_regimes.py).
+
+Per cell: every policy's throughput over the oracle's (the bandwidth-aware one). The
+README checks issue 21's targets for `tierlab`: (1) within 5% of the oracle in every
+cell, (2) geomean at least 1.10x the best other policy's, (3) never more than 2% below
+`static`, (4) migrated bytes at most 3x the footprint.
+"""
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from pathlib import Path
+
+from .. import api
+from . import trace_regimes
+
+MACHINES = {"optane-4tier": "dram0", "optane-2tier": "dram", "dram-cxl": "dram"}
+LOADS = [0, 2]
+SHARE_PER_X = 25  #: as repro_colloid.py
+POLICIES = ["tierlab", "idt", "damon-tiering", "autonuma", "autonuma-tiering", "tpp",
+            "multi-clock", "hemem", "memtis", "colloid-hemem", "colloid-tpp", "nomad",
+            "nimble", "static", "oracle"]
+OWN = "tierlab"
+TRACES = Path("..") / "shared" / "traces"
+
+
+def machine(name: str, load: int) -> str:
+    if not load:
+        return name
+    return f"{name}:antagonist={MACHINES[name]}@{SHARE_PER_X * load}%"
+
+
+def scenarios(scale: float, workloads) -> list[dict]:
+    """(label, machines, workloads, scale) groups, one compare each."""
+    out = [{"label": f"{m} {x}x", "machines": [machine(m, x)], "workloads": list(workloads),
+            "scale": scale} for m in MACHINES for x in LOADS]
+    for path in sorted(TRACES.glob("*.pg")) if TRACES.is_dir() else []:
+        fp = trace_regimes.footprint_bytes(path)
+        for regime in trace_regimes.REGIMES:
+            s = trace_regimes.setup(path, fp, regime)
+            out.append({"label": f"{path.stem} {regime}", "machines": [s["machine"]],
+                        "workloads": [s["workload"]], "scale": s["scale"]})
+    return out
+
+
+def reproduce_beyond(out: Path, scale: float, workloads, jobs, on_done=None,
+                     policies=None) -> Path:
+    """Run every scenario; write results.json, README.md and beyond.png."""
+    out.mkdir(parents=True, exist_ok=True)
+    pols = list(policies or POLICIES)
+    for p in (OWN, "static", "oracle"):
+        if p not in pols:
+            pols.append(p)
+    cells, recs = [], []
+    for sc in scenarios(scale, workloads):
+        got = api.compare(sc["machines"], sc["workloads"], pols, scale=sc["scale"],
+                          baseline="oracle", jobs=jobs, on_done=on_done)
+        for r in got:
+            r["scenario"] = sc["label"]
+        recs += got
+        by_wl = {}
+        for r in got:
+            by_wl.setdefault(r["workload"], {})[r["policy"]] = r
+        for wl, by in by_wl.items():
+            cells.append({"scenario": sc["label"], "workload": wl, "runs": by})
+    (out / "results.json").write_text(json.dumps(recs, indent=1))
+    summary = summarise(cells, pols)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    figure(out, cells, pols)
+    path = out / "README.md"
+    path.write_text(readme(cells, pols, summary, scale))
+    return path
+
+
+def ratio(by: dict, p: str, q: str = "oracle") -> float:
+    return by[p]["throughput"] / by[q]["throughput"]
+
+
+def frac(x: float) -> str:
+    f = Fraction(x).limit_denominator(1 << 20)
+    return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
+
+
+def geomean(xs) -> float:
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def summarise(cells: list[dict], pols: list[str]) -> dict:
+    """Issue 21's four measurable targets for `tierlab`."""
+    own = [ratio(c["runs"], OWN) for c in cells]
+    gm = {p: geomean(ratio(c["runs"], p) for c in cells) for p in pols}
+    others = {p: v for p, v in gm.items() if p not in (OWN, "oracle")}
+    best = max(others, key=others.get)
+    vs_static = [ratio(c["runs"], OWN, "static") for c in cells]
+    mig = [c["runs"][OWN]["migrated_bytes"] / max(c["runs"][OWN]["footprint_bytes"], 1)
+           for c in cells]
+    return {
+        "cells": len(cells),
+        "own_over_oracle_min": min(own), "own_within_5pct": sum(x >= 0.95 for x in own),
+        "geomean_over_oracle": gm, "best_other": best,
+        "own_over_best_other": gm[OWN] / gm[best],
+        "own_over_static_min": min(vs_static),
+        "own_2pct_below_static": sum(x < 0.98 for x in vs_static),
+        "own_migrated_over_footprint_max": max(mig),
+        "targets": {"1 within 5% of oracle everywhere": min(own) >= 0.95,
+                    "2 geomean >= 1.10x the best other": gm[OWN] / gm[best] >= 1.10,
+                    "3 never > 2% below static": min(vs_static) >= 0.98,
+                    "4 migrated <= 3x footprint": max(mig) <= 3.0},
+    }
+
+
+def figure(out: Path, cells: list[dict], pols: list[str]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    show = [p for p in pols if p != "oracle"]
+    fig, ax = plt.subplots(figsize=(max(8, 0.35 * len(cells)), 4.5))
+    x = range(len(cells))
+    for p in show:
+        ys = [ratio(c["runs"], p) for c in cells]
+        style = dict(lw=2.2, color="black", zorder=5) if p == OWN else dict(lw=0.8,
+                                                                             alpha=0.7)
+        ax.plot(x, ys, "o-" if p == OWN else ".-", label=p, **style)
+    ax.axhline(0.95, color="red", ls=":", lw=1, label="oracle - 5%")
+    ax.set_xticks(list(x), [f"{c['scenario']} | {c['workload'][:18]}" for c in cells],
+                  rotation=90, fontsize=6)
+    ax.set_ylabel("throughput / oracle's")
+    ax.legend(fontsize=6, ncol=4)
+    fig.tight_layout()
+    fig.savefig(out / "beyond.png", dpi=110)
+    plt.close(fig)
+
+
+def readme(cells, pols, summary, scale) -> str:
+    head = "| scenario | workload | " + " | ".join(pols) + " |"
+    rows = [head, "|---|---|" + "---:|" * len(pols)]
+    for c in cells:
+        wl = c["workload"]
+        if wl.startswith("trace:"):  # the file's name, not a cut path
+            wl = "trace:" + Path(wl[6:].split(",")[0]).name + "," + wl.split(",", 1)[1]
+        rows.append(f"| {c['scenario']} | {wl} | " + " | ".join(
+            f"{ratio(c['runs'], p):.2f}" for p in pols) + " |")
+    gm = summary["geomean_over_oracle"]
+    rows.append("| **geomean** | | " + " | ".join(f"**{gm[p]:.2f}**" for p in pols) + " |")
+    t = summary["targets"]
+    checks = "\n".join(f"- target {k}: {'met' if v else 'NOT met'}" for k, v in t.items())
+    return f"""# tierlab's own policy against every other (issue 21)
+
+Throughput over the oracle's (the bandwidth-aware bound) in every cell; `tierlab` is
+the project's own policy (docs/own-policy.md). Suite scenarios at scale {frac(scale)}; traces
+at scale 1 (capacity-bound) and 1/128 (bandwidth-bound). `2x` = a co-runner holding 50%
+of the top DRAM node's bandwidth.
+
+{chr(10).join(rows)}
+
+![every policy over the oracle, per cell](beyond.png)
+
+## Issue 21's targets, measured
+- cells: {summary['cells']}; `tierlab` within 5% of the oracle in {summary['own_within_5pct']}
+  of them (lowest {summary['own_over_oracle_min']:.2f})
+- geomean over the oracle: `tierlab` {gm[OWN]:.3f}; best other `{summary['best_other']}`
+  {gm[summary['best_other']]:.3f}; ratio {summary['own_over_best_other']:.3f}
+- lowest `tierlab` / `static`: {summary['own_over_static_min']:.3f} ({summary['own_2pct_below_static']}
+  cells more than 2% below)
+- largest migrated bytes / footprint: {summary['own_migrated_over_footprint_max']:.2f}
+
+{checks}
+"""
