@@ -48,6 +48,7 @@ import numpy as np
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..monitors.damon import Damon
+from ..monitors.idt_regions import IdtRegions
 from ..units import PAGE, parse_duration
 from .base import POLICIES, Policy
 
@@ -65,11 +66,18 @@ class Tierlab(Policy):
     explain_fields = ("t", "budget_share", "loaded_ns", "moves")
 
     def __init__(self, sample="10ms", aggr="1s", min_nr_regions=1000,
-                 max_nr_regions=10000, margin="4"):
+                 max_nr_regions=10000, margin="4", monitor="idt"):
         super().__init__(sample=sample, aggr=aggr, min_nr_regions=min_nr_regions,
-                         max_nr_regions=max_nr_regions, margin=margin)
-        self.monitor = Damon(sample=sample, aggr=aggr, min_nr_regions=min_nr_regions,
-                             max_nr_regions=max_nr_regions, name="tierlab-damon")
+                         max_nr_regions=max_nr_regions, margin=margin, monitor=monitor)
+        kinds = {"idt": IdtRegions, "damon": Damon}
+        if str(monitor) not in kinds:
+            raise TierlabError(f"bad tierlab monitor {monitor!r}; valid: idt, damon")
+        #: pages whose accessed bits one sample reads (IDT's monitor: two per region)
+        self.pages_per_sample = 2 if monitor == "idt" else 1
+        self.monitor = kinds[str(monitor)](sample=sample, aggr=aggr,
+                                           min_nr_regions=min_nr_regions,
+                                           max_nr_regions=max_nr_regions,
+                                           name=f"tierlab-{monitor}")
         try:
             self.margin = float(margin)
         except ValueError:
@@ -150,7 +158,7 @@ class Tierlab(Policy):
         n = 2 * mon.max_nr_accesses
         h = (np.asarray(r.nr_accesses) + np.asarray(r.last_nr_accesses)) / n
         h = np.clip(h, 0.0, 1.0 - 1.0 / (4 * n))
-        lam = -np.log1p(-h) / mon.sample_interval  # accesses per second per page
+        lam = -np.log1p(-h) / (mon.sample_interval * self.pages_per_sample)  # per page, /s
         se = np.sqrt(np.maximum(h * (1 - h), 1.0 / n) / n)
         self.z = float(np.sqrt(2 * np.log(max(s.size, 2))) + 1.0)
         node = self._nodes(s, e)
@@ -210,6 +218,7 @@ class Tierlab(Policy):
         budget = int(0.5 * sim.machine.migrate_bw * self.monitor.aggr_interval / PAGE)
         out = []
         taken = np.zeros(s.size, dtype=bool)
+        used = np.zeros(s.size, dtype=np.int64)  # pages of each victim already displaced
         for d in path:
             cand = np.flatnonzero(valid & (want == d) & (node != d) & (gain > 0) & ~taken)
             if cand.size == 0:
@@ -236,29 +245,35 @@ class Tierlab(Policy):
                     taken[p] = True
                     continue
                 need, j, vmax, vcost, vloss, freed = pages - max(room, 0), vi, 0.0, 0.0, 0.0, 0
+                chunks = []
                 while freed < need and j < victims.size:
                     v = victims[j]
-                    freed += int(size[v])
+                    c = min(int(size[v]) - int(used[v]), need - freed)  # only what is needed
+                    freed += c
+                    chunks.append((v, c))
                     vmax = max(vmax, h[v] + self.z * se[v])
                     to = self._dest(d, want[v])
-                    vloss += lam[v] * size[v] * (lat[to] - lat[d])
-                    vcost += size[v] * (self.copy_s + self.shootdown_s)
-                    j += 1
+                    vloss += lam[v] * c * (lat[to] - lat[d])
+                    vcost += c * (self.copy_s + self.shootdown_s)
+                    if used[v] + c >= size[v]:
+                        j += 1
                 if freed < need:
                     break
                 if h[p] - self.z * se[p] <= vmax:
                     self.refused_noise += 1
                     break  # colder candidates follow, hotter victims: none would pass
                 net = g - vloss
-                hz = min(horizon[p], horizon[victims[vi:j]].min())
+                hz = min(horizon[p], min(horizon[v] for v, _ in chunks))
                 if net * hz < self.margin * (copy + vcost):
                     self.refused_cost += 1
                     continue
-                for v in victims[vi:j]:
+                for v, c in chunks:  # the coldest regions first, from their start
                     to = self._dest(d, want[v])
-                    budget -= self._move(s[v], e[v], d, to, "displaced by a hotter region",
-                                         -lam[v] * size[v] * (lat[to] - lat[d]) * hz,
-                                         size[v] * (self.copy_s + self.shootdown_s), out)
+                    a = int(s[v] + used[v])
+                    budget -= self._move(a, a + c, d, to, "displaced by a hotter region",
+                                         -lam[v] * c * (lat[to] - lat[d]) * hz,
+                                         c * (self.copy_s + self.shootdown_s), out)
+                    used[v] += c
                     taken[v] = True
                 vi = j
                 room = int(mem.free[d] - mem.wmark_high[d])
