@@ -14,6 +14,20 @@ import pytest
 from harness import TEST_BOOTS as BOOTS, tierlab_exec_available
 
 
+def finished_exec(request):
+    """The guest run of a `tierlab exec` scenario that ended well: the workload's data
+    verified and exit status 0. Returns (run, the exec record, the workload's ready
+    event)."""
+    if not tierlab_exec_available():
+        pytest.skip("`tierlab exec` is not in the repo's CLI yet")
+    run = request.getfixturevalue("guest_run")
+    ex = run.one("exec")
+    assert ex is not None and ex["ok"] and ex["checksum"] == "ok", run.explain()
+    rec = run.one("exec-results")["data"][0]
+    assert rec["exit_code"] == 0, rec
+    return run, rec, run.one("hotcold", event="ready")
+
+
 @pytest.mark.guest("daemon-contract")
 def test_scenario_plumbing_with_stand_in(guest_run):
     assert guest_run.ok, guest_run.explain()
@@ -50,14 +64,8 @@ def test_exec_puts_hot_on_fast_and_cold_on_slow_and_counts_match_the_kernel(requ
     """Issue 5: with `tierlab exec` on, the hot range ends on node 0 and cold pages are
     demoted to node 1 within the run, every page's contents verify, and the daemon's
     own counts agree with /proc/PID/numa_maps and /proc/vmstat."""
-    if not tierlab_exec_available():
-        pytest.skip("`tierlab exec` is not in the repo's CLI yet")
-    run = request.getfixturevalue("guest_run")
-    ex = run.one("exec")
-    assert ex is not None and ex["ok"] and ex["checksum"] == "ok", run.explain()
-    rec = run.one("exec-results")["data"][0]
-    assert rec["exit_code"] == 0 and rec["stop_reason"] == "target exited"
-    ready = run.one("hotcold", event="ready")
+    run, rec, ready = finished_exec(request)
+    assert rec["stop_reason"] == "target exited"
     hot_pages, cold_pages = ready["hot_pages"], ready["cold_pages"]
     last = run.of("placement")[-1]
     # placement: the hot range on the fast node, the cold range on the slow node
@@ -83,3 +91,21 @@ def test_exec_puts_hot_on_fast_and_cold_on_slow_and_counts_match_the_kernel(requ
     moved = rec["promotions"] + rec["demotions"]
     assert moved <= vm["pgmigrate_success"] <= 1.5 * moved + 4096, (moved, vm)
     assert vm["numa_pages_migrated"] == 0 and vm["pgpromote_success"] == 0, vm
+
+
+@pytest.mark.guest("daemon-exec-tierlab")
+def test_tierlab_policy_runs_for_real_and_its_cpu_is_measured(request):
+    """Issue 21, target 6: the `tierlab` policy, unchanged, on the kernel's DAMON and
+    move_pages: the hot range ends on node 0, every page verifies, and the daemon's own
+    CPU per GiB managed is measured (printed; docs/own-policy.md records it)."""
+    run, rec, ready = finished_exec(request)
+    assert rec["policy"].startswith("tierlab"), rec
+    last = run.of("placement")[-1]
+    assert last["hot"].get("N0", 0) >= 0.9 * ready["hot_pages"], \
+        ({k: v for k, v in rec["policy_stats"].items() if k != "monitor"}, last)
+    gib = rec["managed_bytes_max"] / 2**30
+    assert rec["daemon_cpu_seconds"] > 0 and gib > 0
+    print(f"tierlab daemon: {rec['daemon_cpu_seconds']:.2f} CPU s over "
+          f"{rec['sim_seconds']:.0f} s managing {gib:.2f} GiB (TCG guest): "
+          f"{100 * rec['daemon_cpu_seconds'] / rec['sim_seconds'] / gib:.1f}% of a CPU "
+          "per GiB")

@@ -173,7 +173,7 @@ def test_simulator_only_monitors_refuse_clearly():
 
 
 #: the policies docs/linux.md says run for real; every other one must refuse in one line
-RUN_FOR_REAL = ("static", "damon-tiering", "idt")
+RUN_FOR_REAL = ("static", "damon-tiering", "idt", "tierlab")
 
 
 @pytest.mark.parametrize("policy", sorted(
@@ -194,7 +194,7 @@ def test_every_simulator_only_policy_refuses_in_one_line(policy):
     assert proc.page_node == before
 
 
-@pytest.mark.parametrize("policy", ["damon-tiering", "idt"])
+@pytest.mark.parametrize("policy", ["damon-tiering", "idt", "tierlab"])
 def test_policies_run_unchanged_and_promote_the_hot_range(policy):
     sim, proc, clock = make(policy)
     lines = []

@@ -56,6 +56,8 @@ class Daemon:
     def run(self) -> dict:
         sim = self.sim
         next_report = self.interval
+        self._cpu0 = time.process_time()
+        self._managed_max = 0
         try:
             attached = self._guarded(lambda: sim.policy.attach(sim))
             self._report(0.0)
@@ -103,6 +105,7 @@ class Daemon:
     def _report(self, t: float) -> None:
         sim = self.sim
         res = sim.mem.resident_per_node()
+        self._managed_max = max(getattr(self, "_managed_max", 0), int(res.sum()))
         self.series["t"].append(round(t, 3))
         self.series["resident_pages"].append([int(x) for x in res])
         self.series["promotions"].append(sim.stats.promotions)
@@ -153,6 +156,11 @@ class Daemon:
             "resident_share": {f"N{sim.node_ids[i]}": r / tot
                                for i, r in enumerate(res.tolist())},
             "unmanaged_bytes": int(sim.space.unmanaged_bytes),
+            # the daemon's own CPU (this process: policy, DAMON sysfs reads, move_pages;
+            # the kernel's kdamond is not in it) and the memory it managed at most
+            "daemon_cpu_seconds": time.process_time() - getattr(self, "_cpu0",
+                                                                time.process_time()),
+            "managed_bytes_max": int(max(getattr(self, "_managed_max", 0), tot) * PAGE),
             "notes": list(sim.notes),
             "policy_stats": jsonable(sim.policy.stats()),
             "series": self.series,

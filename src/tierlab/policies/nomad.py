@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.lru import REFERENCED
-from ..errors import TierlabError
+from ..workloads._common import parse_number
 from .autonuma import UNALLOC
 from .base import POLICIES
 from .tpp import Tpp
@@ -60,8 +60,8 @@ class Nomad(Tpp):
     def __init__(self, retries="10", queue=str(PROMOTE_QUEUE_LEN), **params):
         super().__init__(**params)
         self.params.update(retries=retries, queue=queue)
-        self.retries = _int(retries, "retries", 1)
-        self.queue = _int(queue, "queue", 1)
+        self.retries = int(parse_number(retries, "nomad retries", lo=1, integer=True))
+        self.queue = int(parse_number(queue, "nomad queue", lo=1, integer=True))
         self._lb_pages = np.zeros(0, dtype=np.int64)  # look-back entries not yet decided
         self._lb_due = np.zeros(0, dtype=np.int64)  # fault index at which each is queued
         self._nfaults = 0
@@ -131,12 +131,3 @@ class Nomad(Tpp):
                  lookback_pending=int(self._lb_pages.shape[0]))
         return d
 
-
-def _int(v, what: str, lo: int) -> int:
-    try:
-        x = int(str(v).strip())
-    except ValueError:
-        raise TierlabError(f"bad nomad {what} {v!r}: expected an integer >= {lo}") from None
-    if x < lo:
-        raise TierlabError(f"bad nomad {what} {v!r}: expected an integer >= {lo}")
-    return x

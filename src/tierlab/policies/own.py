@@ -13,7 +13,8 @@ page: DAMON cannot tell hotter pages apart, which ranks them equal).
 Decision, every aggregation:
 1. **Where each region should be** (the hits placement of the oracle's `objective=hits`,
    on estimates): regions by estimated rate, hottest first, fill the nodes down the
-   demotion path up to their capacity less the high watermark.
+   demotion path up to what the process can have there (its pages there plus the free
+   memory above the high watermark).
 2. **Loaded-latency balance** (Colloid, SOSP'24): where the engine exposes uncore
    counters (`tier_counters`; CHA occupancy / inserts = loaded read latency, Little's
    law), the top node's share of the estimated accesses is capped: the cap shrinks by
@@ -169,7 +170,7 @@ class Tierlab(Policy):
         eff = self.lat.copy()
         if lat is not None:
             eff = np.where(np.isfinite(lat), np.maximum(lat, self.lat), self.lat)
-        want = self._fill(lam, size, ok)
+        want = self._fill(lam, size, ok, node)
         horizon = (np.asarray(r.age, dtype=float) + 1.0) * mon.aggr_interval
         moves = self._moves(s, e, size, h, se, lam, node, want, horizon, eff, now)
         if self.explain is not None:
@@ -178,10 +179,14 @@ class Tierlab(Policy):
                           [None if not np.isfinite(x) else float(x * 1e9) for x in lat],
                           "moves": moves[:EXPLAIN_MOVES], "moves_total": len(moves)})
 
-    def _fill(self, lam, size, ok):
-        """Desired node per region: hottest first down the path, each node up to its
-        capacity less the high watermark; the top node also up to its access-share cap."""
+    def _fill(self, lam, size, ok, node):
+        """Desired node per region: hottest first down the path, each node up to what
+        this process can have there (its pages there now plus the free memory above the
+        high watermark: other processes and the kernel keep theirs); the top node also
+        up to its access-share cap."""
         mem = self.sim.mem
+        k = self.sim.machine.nnodes
+        ours = np.bincount(node[ok], weights=size[ok], minlength=256)[:k]
         want = np.full(lam.shape[0], UNALLOC, dtype=np.uint8)
         idx = np.flatnonzero(ok)
         order = idx[np.argsort(-lam[idx], kind="stable")]
@@ -190,7 +195,7 @@ class Tierlab(Policy):
         total = heat.sum()
         pos = 0
         for i, nd in enumerate(self.path):
-            room = int(mem.capacity[nd] - mem.wmark_high[nd])
+            room = int(ours[nd] + mem.free[nd] - mem.wmark_high[nd])
             last = i == len(self.path) - 1
             cum = np.cumsum(sz[pos:])
             take = int(np.searchsorted(cum, room, side="right")) if not last else cum.size
