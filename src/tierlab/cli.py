@@ -230,6 +230,9 @@ def cmd_reproduce(a) -> int:
             api.make_policy(p)  # a bad name fails here, before any run
     if a.out is not None:
         api.writable_dir(a.out, "--out")
+    if a.name == "telescope" and getattr(a, "cluster", None):
+        err.print("note: telescope's telemetry runs stay in this process; its tiering "
+                  "runs go to the cluster (docs/cluster.md)")
     with _sweep(a) as sweep:
         if total:
             err.print(f"[bold]{total} runs[/] on {sweep.where}")
