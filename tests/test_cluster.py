@@ -214,13 +214,38 @@ def test_killing_a_worker_mid_sweep_loses_no_run(cluster, here, reference):
         strip(ref, ("wall_seconds", "speedup"))
 
 
+def interrupt_after_three(args, here: Path, sig, freeze=False):
+    """Start a sweep into here/out and send `sig` once three runs are in results.jsonl;
+    returns (process, its exit code, stderr, the workers frozen, seconds from the signal
+    to the sweep's exit). On a busy machine the
+    short runs left may all finish before the signal lands: that sweep was not
+    interrupted, which is not what is tested, so it is started again (at most 3 times).
+    With `freeze`, the sweep's own worker processes are stopped (SIGSTOP) as soon as
+    three runs are in, so no more can finish before the signal; the sweep must then
+    still stop them (SIGKILL reaches a stopped process)."""
+    for _ in range(3):
+        shutil.rmtree(here / "out", ignore_errors=True)
+        p = cli(*args, "--out", "out", cwd=here)
+        until(lambda: len(jsonl(here / "out")) >= 3 or p.poll() is not None, "three runs")
+        workers = [w for w in _children(p.pid) if _is_pool_worker(w)] if freeze else []
+        for w in workers:
+            os.kill(w, signal.SIGSTOP)
+        if p.poll() is None and len(jsonl(here / "out")) < RUNS:
+            t0 = time.monotonic()
+            p.send_signal(sig)
+            code, err = finish(p)
+            if not (code == 0 and len(jsonl(here / "out")) == RUNS):
+                return p, code, err, workers, time.monotonic() - t0
+        else:
+            finish(p)
+    pytest.fail("the sweep finished before every one of 3 signals could land")
+
+
 def test_interrupted_cluster_sweep_resumes_only_the_missing_runs(cluster, here, reference):
     """SIGINT after three runs: one line says what was kept; --resume runs only the
     others, appended to results.jsonl, and the results equal an uninterrupted run's."""
-    p = cli("compare", *SWEEP, "--cluster", cluster.address, "--out", "out", cwd=here)
-    until(lambda: len(jsonl(here / "out")) >= 3 or p.poll() is not None, "three runs")
-    p.send_signal(signal.SIGINT)
-    code, err = finish(p)
+    _, code, err, _, _ = interrupt_after_three(("compare", *SWEEP, "--cluster",
+                                                cluster.address), here, signal.SIGINT)
     assert code == 130, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("tierlab: interrupted: workers stopped;") and "--resume out" \
@@ -290,6 +315,15 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
+def _is_pool_worker(pid: int) -> bool:
+    """A process pool's worker (forked, or multiprocessing's spawn_main), not a helper
+    such as multiprocessing's resource tracker."""
+    try:
+        return b"resource_tracker" not in (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def _alive(pid: int) -> bool:
     try:
         return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] \
@@ -303,14 +337,9 @@ def test_jobs_2_stops_its_workers_at_once_on_sigint_and_sigterm(sig, here, refer
     """Issue 19: with --jobs 2, SIGINT or SIGTERM stops both worker processes within
     seconds, says so in one line, keeps the finished runs; --resume (after SIGTERM)
     completes the sweep with the uninterrupted run's results."""
-    p = cli("compare", *SWEEP, "--jobs", "2", "--out", "out", cwd=here)
-    until(lambda: len(jsonl(here / "out")) >= 3 or p.poll() is not None, "three runs")
-    workers = until(lambda: _children(p.pid) or p.poll() is not None, "the pool")
-    assert p.poll() is None, "the sweep ended before the signal"
-    t0 = time.monotonic()
-    p.send_signal(sig)
-    code, err = finish(p)
-    took = time.monotonic() - t0
+    p, code, err, workers, took = interrupt_after_three(("compare", *SWEEP, "--jobs", "2"),
+                                                        here, sig, freeze=True)
+    assert workers, "no pool workers were seen"
     word = "interrupted" if sig == signal.SIGINT else "terminated"
     assert code == 128 + sig, err
     assert err.strip().splitlines()[-1].startswith(f"tierlab: {word}: workers stopped;")
