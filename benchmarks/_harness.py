@@ -4,6 +4,7 @@ RSS (ru_maxrss); print one table; optionally profile one policy in-process (cPro
 and keep each run record (to compare results before and after a change)."""
 from __future__ import annotations
 
+import argparse
 import cProfile
 import io
 import json
@@ -111,3 +112,33 @@ def table(rows: list[dict], wall_limit: float, rss_limit_gib: float | None = Non
 def save_records(rows: list[dict], path: str | None) -> None:
     if path:
         Path(path).write_text("\n".join(json.dumps(r, default=str) for r in rows) + "\n")
+
+
+def parser(doc: str, knob: str, default: float, help_: str) -> argparse.ArgumentParser:
+    """The benchmarks' shared options, plus their one scenario knob (`--seconds`,
+    `--updates-x`)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--policies", default="all", help="comma-separated, or all (default)")
+    ap.add_argument(knob, type=float, default=default, help=help_)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", metavar="POLICY", help="profile one policy in-process")
+    ap.add_argument("--records", metavar="FILE", help="write each run record (JSON lines)")
+    ap.add_argument("--timeout", type=float, help="stop a policy's run after this wall s")
+    return ap
+
+
+def run_policies(a, kwargs_of, npages: int) -> list[dict] | None:
+    """`--profile P`: profile P in-process (returns None); else run every policy of
+    `--policies` in its own process, printing one line each, and return the rows."""
+    if a.profile:
+        profile(kwargs_of(a.profile))
+        return None
+    pols = registered_policies() if a.policies == "all" else a.policies.split(",")
+    rows = []
+    for p in pols:
+        r = run_isolated(kwargs_of(p), npages, a.timeout)
+        rows.append(r)
+        print(f"# {p}: " + (f"wall {r['wall_s']:.1f} s, CPU {r['cpu_s']:.1f} s, peak RSS "
+                            f"{r['peak_rss_gib']:.2f} GiB" if r["ok"] else r["error"]),
+              flush=True)
+    return rows

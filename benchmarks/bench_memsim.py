@@ -14,14 +14,12 @@ under cProfile instead and prints the top functions.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _harness import (profile, registered_policies, run_isolated, save_records,  # noqa
-                      table)
+from _harness import parser, run_policies, save_records, table  # noqa: E402
 
 PAGES = 512 * 2**30 // 4096
 
@@ -33,27 +31,11 @@ def kwargs(policy: str, updates_x: float, seed: int) -> dict:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policies", default="all", help="comma-separated, or all (default)")
-    ap.add_argument("--updates-x", type=float, default=1.0, help="multiply the 87 M updates")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--profile", metavar="POLICY", help="profile one policy in-process")
-    ap.add_argument("--records", metavar="FILE", help="write each run record (JSON lines)")
-    ap.add_argument("--timeout", type=float, help="stop a policy's run after this wall s")
+    ap = parser(__doc__, "--updates-x", 1.0, "multiply the 87 M updates")
     a = ap.parse_args()
-    if a.profile:
-        profile(kwargs(a.profile, a.updates_x, a.seed))
+    rows = run_policies(a, lambda p: kwargs(p, a.updates_x, a.seed), PAGES)
+    if rows is None:
         return
-    pols = registered_policies() if a.policies == "all" else a.policies.split(",")
-    rows = []
-    for p in pols:
-        r = run_isolated(kwargs(p, a.updates_x, a.seed), PAGES, a.timeout)
-        rows.append(r)
-        if r["ok"]:
-            print(f"# {p}: wall {r['wall_s']:.1f} s, CPU {r['cpu_s']:.1f} s, "
-                  f"peak RSS {r['peak_rss_gib']:.2f} GiB", flush=True)
-        else:
-            print(f"# {p}: {r['error']}", flush=True)
     print(f"\n512 GiB GUPS (memsim.toml), {87 * a.updates_x:g} M updates, seed {a.seed}:")
     print(table(rows, 10.0 * (2 if a.updates_x > 1 else 1), 2.0, 16.0))
     save_records(rows, a.records)

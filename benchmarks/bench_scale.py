@@ -14,14 +14,12 @@ cProfile (CPU time) and prints the top functions instead.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _harness import (profile, registered_policies, run_isolated, save_records,  # noqa
-                      table)
+from _harness import parser, run_policies, save_records, table  # noqa: E402
 
 PAGES = 110 * 2**30 // 4096
 
@@ -37,25 +35,11 @@ def kwargs(policy: str, seconds: float, seed: int) -> dict:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policies", default="all", help="comma-separated, or all (default)")
-    ap.add_argument("--seconds", type=float, default=600.0)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--profile", metavar="POLICY", help="profile one policy in-process")
-    ap.add_argument("--records", metavar="FILE", help="write each run record (JSON lines)")
-    ap.add_argument("--timeout", type=float, help="stop a policy's run after this wall s")
+    ap = parser(__doc__, "--seconds", 600.0, "simulated seconds (default 600)")
     a = ap.parse_args()
-    if a.profile:
-        profile(kwargs(a.profile, a.seconds, a.seed))
+    rows = run_policies(a, lambda p: kwargs(p, a.seconds, a.seed), PAGES)
+    if rows is None:
         return
-    pols = registered_policies() if a.policies == "all" else a.policies.split(",")
-    rows = []
-    for p in pols:
-        r = run_isolated(kwargs(p, a.seconds, a.seed), PAGES, a.timeout)
-        rows.append(r)
-        print(f"# {p}: " + (f"wall {r['wall_s']:.1f} s, CPU {r['cpu_s']:.1f} s, peak RSS "
-                            f"{r['peak_rss_gib']:.2f} GiB" if r["ok"] else r["error"]),
-              flush=True)
     print(f"\n110 GiB gups:dynamic on optane-4tier, ~{a.seconds:g} simulated s, seed {a.seed}:")
     print(table(rows, 60.0))
     save_records(rows, a.records)
