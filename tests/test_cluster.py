@@ -214,7 +214,7 @@ def test_killing_a_worker_mid_sweep_loses_no_run(cluster, here, reference):
         strip(ref, ("wall_seconds", "speedup"))
 
 
-def interrupt_after_three(args, here: Path, sig, freeze=False):
+def interrupt_after_three(args, here: Path, sig, freeze=False, held=()):
     """Start a sweep into here/out and send `sig` once three runs are in results.jsonl;
     returns (process, its exit code, stderr, the workers frozen, seconds from the signal
     to the sweep's exit). On a busy machine the
@@ -222,10 +222,25 @@ def interrupt_after_three(args, here: Path, sig, freeze=False):
     interrupted, which is not what is tested, so it is started again (at most 3 times).
     With `freeze`, the sweep's own worker processes are stopped (SIGSTOP) as soon as
     three runs are in, so no more can finish before the signal; the sweep must then
-    still stop them (SIGKILL reaches a stopped process)."""
+    still stop them (SIGKILL reaches a stopped process). `held`: processes (a Dask
+    worker) stopped from the first finished run on (inputs reach every worker before
+    the first run), so the runs given to them cannot finish and the signal lands
+    mid-sweep however late the client reads its results; they are continued after."""
+    try:
+        return _interrupt_after_three(args, here, sig, freeze, held)
+    finally:
+        for pid in held:
+            os.kill(pid, signal.SIGCONT)
+
+
+def _interrupt_after_three(args, here: Path, sig, freeze, held):
     for _ in range(3):
         shutil.rmtree(here / "out", ignore_errors=True)
         p = cli(*args, "--out", "out", cwd=here)
+        if held:
+            until(lambda: len(jsonl(here / "out")) >= 1 or p.poll() is not None, "a run")
+            for pid in held:
+                os.kill(pid, signal.SIGSTOP)
         until(lambda: len(jsonl(here / "out")) >= 3 or p.poll() is not None, "three runs")
         workers = [w for w in _children(p.pid) if _is_pool_worker(w)] if freeze else []
         for w in workers:
@@ -245,7 +260,8 @@ def test_interrupted_cluster_sweep_resumes_only_the_missing_runs(cluster, here, 
     """SIGINT after three runs: one line says what was kept; --resume runs only the
     others, appended to results.jsonl, and the results equal an uninterrupted run's."""
     _, code, err, _, _ = interrupt_after_three(("compare", *SWEEP, "--cluster",
-                                                cluster.address), here, signal.SIGINT)
+                                                cluster.address), here, signal.SIGINT,
+                                               held=[cluster.workers["b"].pid])
     assert code == 130, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("tierlab: interrupted: workers stopped;") and "--resume out" \
@@ -316,11 +332,16 @@ def _children(pid: int) -> list[int]:
 
 
 def _is_pool_worker(pid: int) -> bool:
-    """A process pool's worker (forked, or multiprocessing's spawn_main), not a helper
-    such as multiprocessing's resource tracker."""
+    """A process pool's worker: a fork of its parent (the same command line) or
+    multiprocessing's spawn_main; not another child the sweep may wait on (a git or
+    other subprocess, multiprocessing's resource tracker)."""
     try:
-        return b"resource_tracker" not in (Path("/proc") / str(pid) / "cmdline").read_bytes()
-    except OSError:
+        cmd = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        return b"spawn_main" in cmd or cmd == (Path("/proc") / str(parent) /
+                                               "cmdline").read_bytes()
+    except (OSError, ValueError, IndexError):
         return False
 
 
