@@ -241,6 +241,8 @@ class Simulation(PolicyBackend):
                 f" but machine {machine.name} has {machine.capacity_pages * PAGE / 2**30:.3g} GiB;"
                 f" use a smaller workload or a larger machine (or --scale both)")
         self.mem = Memory(machine, workload.npages, *machine.watermarks)
+        #: each node's position on the demotion path (0 = top)
+        self._rank = np.argsort(np.asarray(machine.demotion))
         self.stats = Stats()
         self.now = 0.0
         self.work = 0.0
@@ -346,12 +348,7 @@ class Simulation(PolicyBackend):
         `batch_pages` costs one TLB shootdown, which stalls all application threads;
         the copy's traffic loads both nodes' bandwidth.
         """
-        pages = _unique_in_order(np.asarray(pages, dtype=np.int64))
-        if len(pages) == 0:
-            return 0
-        cur = self.mem.node[pages]
-        keep = (cur != UNALLOC) & (cur != dst)
-        pages, cur = pages[keep], cur[keep]
+        pages, cur = self._movable(pages, dst)
         remapped = 0
         if self.shadows is not None and len(pages):
             remapped, pages, cur = self._shadow_moves(pages, cur, dst, reason)
@@ -366,6 +363,14 @@ class Simulation(PolicyBackend):
         self._charge_copy(len(pages), sync, copies=1)
         return remapped + len(pages)
 
+    def _movable(self, pages, dst: int):
+        """The pages of a move request that can move (allocated, not on `dst`, each
+        once, in the caller's order) and their nodes."""
+        pages = _unique_in_order(np.asarray(pages, dtype=np.int64))
+        cur = self.mem.node[pages]
+        keep = (cur != UNALLOC) & (cur != dst)
+        return pages[keep], cur[keep]
+
     def _shadow_moves(self, pages, cur, dst: int, reason: str):
         """Pages with a shadow (NOMAD): a demotion remaps them onto their shadow, with
         no copy (`demotion_unmap_and_move`: the shadow is the destination, whatever
@@ -375,8 +380,7 @@ class Simulation(PolicyBackend):
         has = sh != UNALLOC
         if not has.any():
             return 0, pages, cur
-        rank = np.argsort(np.asarray(self.machine.demotion))
-        down = has & (rank[dst] > rank[cur])
+        down = has & (self._rank[dst] > self._rank[cur])
         rp, rc, rs = pages[down], cur[down], sh[down]
         n = len(rp)
         if n:
@@ -386,8 +390,7 @@ class Simulation(PolicyBackend):
             self._relocate(rp, rc, rs, reason or "shadow-remap", copy=False)
             self.shadows.remapped += n
             if not self.policy.free_migrations:
-                self.stall(n / (self.costs.batch_pages * self.scale)
-                           * self.machine.tlb_shootdown_s * self.threads)
+                self._shootdowns(n)
         self.shadows.drop(pages[has & ~down])
         return n, pages[~down], cur[~down]
 
@@ -399,10 +402,7 @@ class Simulation(PolicyBackend):
         stall; a batch's remap costs one TLB shootdown. Target pages come only from
         free memory above the min watermark (alloc_promote_page never reclaims).
         Returns (pages moved, pages whose every attempt aborted)."""
-        pages = _unique_in_order(np.asarray(pages, dtype=np.int64))
-        cur = self.mem.node[pages]
-        keep = (cur != UNALLOC) & (cur != dst)
-        pages, cur = pages[keep], cur[keep]
+        pages, cur = self._movable(pages, dst)
         room = max(int(self.mem.free[dst] - self.mem.wmark_min[dst]), 0)
         pages, cur = pages[:room], cur[:room]
         if len(pages) == 0:
@@ -534,8 +534,7 @@ class Simulation(PolicyBackend):
         r, w = self.timeline.field.rate_of(pages)
         self._reads += np.bincount(dsts, r, 256)[:k] - np.bincount(cur, r, 256)[:k]
         self._writes += np.bincount(dsts, w, 256)[:k] - np.bincount(cur, w, 256)[:k]
-        rank = np.argsort(np.asarray(self.machine.demotion))
-        up = rank[dsts] < rank[cur]
+        up = self._rank[dsts] < self._rank[cur]
         npro = int(up.sum())
         n = len(pages)
         self.stats.promotions += npro
@@ -578,7 +577,12 @@ class Simulation(PolicyBackend):
                 self.charge_cpu(cpu - wall, kind="migration")
         else:
             self.charge_cpu(cpu, kind="migration")
-        batches = n / (c.batch_pages * self.scale)
+        self._shootdowns(n)
+
+    def _shootdowns(self, n: int) -> None:
+        """One TLB shootdown per batch of `batch_pages * scale` pages moved (scale-free
+        in total): it stalls every application thread."""
+        batches = n / (self.costs.batch_pages * self.scale)
         self.stall(batches * self.machine.tlb_shootdown_s * self.threads)
 
     def _stamp(self) -> int:
