@@ -16,6 +16,7 @@ the same property on a small machine (tests/test_oracle.py); this is the full gr
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import defaultdict
 from fractions import Fraction
@@ -56,7 +57,8 @@ def main() -> int:
         out = f"{a.out}/{regime}" if a.out else None
         recs = tierlab.compare(machines=[machine], workloads=wls, policies=pols,
                                seeds=seeds, scale=scale, jobs=a.jobs, cluster=a.cluster,
-                               out=out, resume=bool(out))
+                               out=out,
+                               resume=bool(out) and os.path.exists(f"{out}/results.jsonl"))
         for r in recs:
             key = (regime, r["workload"], r["seed"])
             if r["policy"] == "oracle":

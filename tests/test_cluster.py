@@ -120,9 +120,17 @@ def here(tmp_path, monkeypatch):
     return tmp_path
 
 
+def _sigint_default() -> None:
+    """A command started from a background job of a non-interactive shell inherits
+    SIGINT ignored (POSIX), and Python then installs no KeyboardInterrupt handler: the
+    sweep under test keeps the terminal's default however pytest itself was started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def cli(*args, cwd: Path) -> subprocess.Popen:
     return subprocess.Popen([BIN / "tierlab", *map(str, args)], cwd=cwd, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_sigint_default)
 
 
 def finish(p: subprocess.Popen) -> tuple[int, str]:

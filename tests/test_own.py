@@ -90,3 +90,19 @@ def test_deterministic_per_seed():
 def test_bad_margin_is_named(spec):
     with pytest.raises(TierlabError, match="margin"):
         POLICIES.create(spec)
+
+
+def test_deferred_moves_count_up_per_page_across_splits():
+    """The ski-rental horizon: a region's count of aggregations it has wanted to move
+    follows its pages when regions split and merge, and restarts when it stops."""
+    pol = POLICIES.get("tierlab")()
+    arr = np.array
+    got = pol._wanting(arr([0, 100]), arr([100, 200]), arr([True, False]))
+    assert list(got) == [0, 0]
+    # [0, 100) wanted once; split at 50 and merged with half of the idle one
+    got = pol._wanting(arr([0, 50, 150]), arr([50, 150, 200]), arr([True, True, True]))
+    assert list(got) == [1.0, 0.5, 0.0]
+    got = pol._wanting(arr([0, 50, 150]), arr([50, 150, 200]), arr([True, False, True]))
+    assert list(got) == [2.0, 0.0, 1.0]
+    got = pol._wanting(arr([0, 50, 150]), arr([50, 150, 200]), arr([True, True, True]))
+    assert list(got) == [3.0, 0.0, 2.0]

@@ -23,13 +23,18 @@ Decision, every aggregation:
    next node even if the top one has room. Without counters (the Linux backend) the cap
    stays at 1.
 3. **Admission by gain against cost** (ALTO, ARMS): a promotion into a node with room is
-   made when its expected gain over the region's expected persistence (its DAMON age,
-   at least one aggregation: a pattern that held for a seconds is expected to hold about
-   a more) exceeds `margin` (4) times its copy and shootdown cost. Into a full node a
-   promotion displaces the coldest regions there (demoted to their own place, or the
-   next node down); the pair is made only if the promoted region is hotter than every
-   displaced one beyond both estimates' binomial noise (z = 2 standard errors of h over
-   n samples) and the gain of the exchange repays both copies by `margin`. Gains are
+   made when its expected gain over the region's horizon exceeds `margin` (1) times
+   its copy and shootdown cost. The horizon is the longer of the region's DAMON age (a
+   pattern that held for a seconds is expected to hold about a more) and the time the
+   move has been wanted and deferred (ski rental: once the gain missed so far repays the
+   copy, moving costs at most twice the best choice in hindsight; without it a region
+   whose heat changes every aggregation, the hot tail of a recency pattern whose age
+   keeps resetting, waits for ever). Into a full node a promotion displaces the coldest
+   regions there (demoted to their own place, or the next node down); the pair is made
+   only if the promoted region is hotter than every displaced one beyond both
+   estimates' binomial noise (z = sqrt(2 ln N) + 1 standard errors of h over n samples,
+   N regions: the largest of N noise deviations stays below it) and the gain of the
+   exchange over the promoted region's horizon repays both copies by `margin`. Gains are
    thread-seconds saved: rate difference x pages x (latency difference) over the
    horizon, latencies from the machine (unloaded, or the measured loaded ones).
    Uniform access (STREAM, uniform GUPS) has no significant difference, so nothing moves:
@@ -67,7 +72,7 @@ class Tierlab(Policy):
     explain_fields = ("t", "budget_share", "loaded_ns", "moves")
 
     def __init__(self, sample="10ms", aggr="1s", min_nr_regions=1000,
-                 max_nr_regions=10000, margin="4", monitor="idt"):
+                 max_nr_regions=10000, margin="1", monitor="idt"):
         super().__init__(sample=sample, aggr=aggr, min_nr_regions=min_nr_regions,
                          max_nr_regions=max_nr_regions, margin=margin, monitor=monitor)
         kinds = {"idt": IdtRegions, "damon": Damon}
@@ -92,6 +97,7 @@ class Tierlab(Policy):
         self.decisions = 0
         self._counters = None
         self.loaded = None
+        self._want_runs = None
 
     def attach(self, sim) -> None:
         super().attach(sim)
@@ -171,13 +177,39 @@ class Tierlab(Policy):
         if lat is not None:
             eff = np.where(np.isfinite(lat), np.maximum(lat, self.lat), self.lat)
         want = self._fill(lam, size, ok, node)
-        horizon = (np.asarray(r.age, dtype=float) + 1.0) * mon.aggr_interval
+        horizon = np.maximum(np.asarray(r.age, dtype=float) + 1.0,
+                             self._wanting(s, e, ok & (want != UNALLOC) & (want != node))
+                             + 1.0) * mon.aggr_interval
         moves = self._moves(s, e, size, h, se, lam, node, want, horizon, eff, now)
         if self.explain is not None:
             self.explain({"t": float(now), "budget_share": float(self.budget_share),
                           "loaded_ns": None if lat is None else
                           [None if not np.isfinite(x) else float(x * 1e9) for x in lat],
                           "moves": moves[:EXPLAIN_MOVES], "moves_total": len(moves)})
+
+    def _wanting(self, s, e, away):
+        """Aggregations each region has wanted to be elsewhere, continuously: the mean
+        over its pages of the previous decision's count plus one where `away` (regions
+        split and merge between decisions, so counts follow pages), else 0. With it the
+        horizon of a move is at least the time the move has been deferred (ski rental:
+        once the gain missed so far repays the cost, moving costs at most twice the best
+        choice in hindsight), so a region whose heat changes every aggregation (a
+        recency pattern: its DAMON age keeps resetting) is not deferred for ever."""
+        prev = self._want_runs
+        cur = np.zeros(s.size)
+        if prev is not None:
+            ps, pe, pc = prev
+            before = np.concatenate(([0.0], np.cumsum(pc * (pe - ps))))
+
+            def mass(x):  # sum over the previous runs of count x pages below x
+                j = np.maximum(np.searchsorted(ps, x, side="right") - 1, 0)
+                inside = np.clip(np.minimum(x, pe[j]) - ps[j], 0, None)
+                return before[j] + pc[j] * inside
+
+            cur = (mass(e) - mass(s)) / np.maximum(e - s, 1)
+        cur = np.where(away, cur, 0.0)
+        self._want_runs = (s.copy(), e.copy(), np.where(away, cur + 1.0, 0.0))
+        return cur
 
     def _fill(self, lam, size, ok, node):
         """Desired node per region: hottest first down the path, each node up to what
@@ -268,7 +300,7 @@ class Tierlab(Policy):
                     self.refused_noise += 1
                     break  # colder candidates follow, hotter victims: none would pass
                 net = g - vloss
-                hz = min(horizon[p], min(horizon[v] for v, _ in chunks))
+                hz = horizon[p]  # the displaced stay down as long as p stays up
                 if net * hz < self.margin * (copy + vcost):
                     self.refused_cost += 1
                     continue
