@@ -173,14 +173,17 @@ class Tierlab(Policy):
         lat = self._loaded_latency()
         self._balance(lat)
         self.loaded = lat
-        eff = self.lat.copy()
+        self._L = self.lat.copy()
         if lat is not None:
-            eff = np.where(np.isfinite(lat), np.maximum(lat, self.lat), self.lat)
+            self._L = np.where(np.isfinite(lat), np.maximum(lat, self.lat), self.lat)
+        self._X = self._L - self.lat
+        k = self.sim.machine.nnodes
+        self._A = np.bincount(node[ok], weights=(lam * size)[ok], minlength=256)[:k]
         want = self._fill(lam, size, ok, node)
         horizon = np.maximum(np.asarray(r.age, dtype=float) + 1.0,
                              self._wanting(s, e, ok & (want != UNALLOC) & (want != node))
                              + 1.0) * mon.aggr_interval
-        moves = self._moves(s, e, size, h, se, lam, node, want, horizon, eff, now)
+        moves = self._moves(s, e, size, h, se, lam, node, want, horizon, now)
         if self.explain is not None:
             self.explain({"t": float(now), "budget_share": float(self.budget_share),
                           "loaded_ns": None if lat is None else
@@ -241,7 +244,24 @@ class Tierlab(Policy):
                 break
         return want
 
-    def _moves(self, s, e, size, h, se, lam, node, want, horizon, lat, now):
+    def _saved(self, rate, src, dst):
+        """Stall saved per second (thread-seconds) by moving `rate` accesses/s from node
+        src to node dst, the move's own effect on both nodes' queueing included. With
+        L a node's loaded latency (measured, else unloaded) and X = L - L0 its queueing
+        delay, taken to grow in proportion to the load the process puts there (A, the
+        regions' estimated rates; when a co-runner shares the node this overstates the
+        growth, a cautious error), moving a share q of a node's load changes its
+        others' delay by q X: saved = rate ((L_src + X_src (1 - q_src)) - (L_dst + X_dst
+        (1 + q_dst))), q capped at 1. So a move pays where the marginal latency, not the
+        average, is lower (their equality is the optimum of the total stall: Colloid's
+        balance, per move), and a region carrying much of a node's load does not bounce
+        between two nodes whose loaded latencies it alone would equalise."""
+        L, X, A = self._L, self._X, self._A
+        q_src = np.minimum(rate / np.maximum(A[src], 1e-300), 1.0)
+        q_dst = np.minimum(rate / np.maximum(A[dst], 1e-300), 1.0)
+        return rate * ((L[src] + X[src] * (1 - q_src)) - (L[dst] + X[dst] * (1 + q_dst)))
+
+    def _moves(self, s, e, size, h, se, lam, node, want, horizon, now):
         """Admitted moves, made; returns their explain entries. For each node d down the
         path, the regions that should be on d (hottest gain first) come in: into room,
         or displacing the regions on d that should be elsewhere (coldest first), which
@@ -250,8 +270,9 @@ class Tierlab(Policy):
         mem = sim.mem
         path = self.path
         valid = (node != UNALLOC) & (want != UNALLOC)
-        gain = np.where(valid, lam * (lat[np.minimum(node, len(lat) - 1)]
-                                      - lat[np.minimum(want, len(lat) - 1)]), 0.0)
+        k = len(self._L)
+        gain = np.where(valid, self._saved(lam * size, np.minimum(node, k - 1),
+                                           np.minimum(want, k - 1)), 0.0)  # per region
         budget = int(0.5 * sim.machine.migrate_bw * self.monitor.aggr_interval / PAGE)
         out = []
         taken = np.zeros(s.size, dtype=bool)
@@ -260,7 +281,7 @@ class Tierlab(Policy):
             cand = np.flatnonzero(valid & (want == d) & (node != d) & (gain > 0) & ~taken)
             if cand.size == 0:
                 continue
-            cand = cand[np.argsort(-gain[cand], kind="stable")]
+            cand = cand[np.argsort(-gain[cand] / size[cand], kind="stable")]  # per page
             victims = np.flatnonzero(valid & (node == d) & (want != d) & ~taken)
             victims = victims[np.argsort(lam[victims], kind="stable")]
             vi = 0
@@ -270,7 +291,7 @@ class Tierlab(Policy):
                     break
                 pages = int(size[p])
                 copy = pages * (self.copy_s + self.shootdown_s)
-                g = gain[p] * pages
+                g = gain[p]
                 if room >= pages:
                     if g * horizon[p] < self.margin * copy:
                         self.refused_cost += 1
@@ -290,7 +311,7 @@ class Tierlab(Policy):
                     chunks.append((v, c))
                     vmax = max(vmax, h[v] + self.z * se[v])
                     to = self._dest(d, want[v])
-                    vloss += lam[v] * c * (lat[to] - lat[d])
+                    vloss -= self._saved(lam[v] * c, d, to)
                     vcost += c * (self.copy_s + self.shootdown_s)
                     if used[v] + c >= size[v]:
                         j += 1
@@ -308,7 +329,7 @@ class Tierlab(Policy):
                     to = self._dest(d, want[v])
                     a = int(s[v] + used[v])
                     budget -= self._move(a, a + c, d, to, "displaced by a hotter region",
-                                         -lam[v] * c * (lat[to] - lat[d]) * hz,
+                                         self._saved(lam[v] * c, d, to) * hz,
                                          c * (self.copy_s + self.shootdown_s), out)
                     used[v] += c
                     taken[v] = True
