@@ -31,12 +31,14 @@ Decision, every aggregation:
    whose heat changes every aggregation, the hot tail of a recency pattern whose age
    keeps resetting, waits for ever). Into a full node a promotion displaces the coldest
    regions there (demoted to their own place, or the next node down); the pair is made
-   only if the promoted region is hotter than every displaced one beyond both
-   estimates' binomial noise (z = sqrt(2 ln N) + 1 standard errors of h over n samples,
-   N regions: the largest of N noise deviations stays below it) and the gain of the
+   only if the promoted region is hotter than every displaced one beyond their
+   difference's binomial noise (a two-sample test: h_p - h_v > z sqrt(se_p^2 + se_v^2),
+   se the standard error of h over n samples, z = sqrt(2 ln N) + 1 for N regions: the
+   largest of N noise deviations stays below it) and the gain of the
    exchange over the promoted region's horizon repays both copies by `margin`. Gains are
-   thread-seconds saved: rate difference x pages x (latency difference) over the
-   horizon, latencies from the machine (unloaded, or the measured loaded ones).
+   thread-seconds saved over the horizon: the region's rate x the difference of the
+   two nodes' marginal latencies, the move's own effect on their queueing included
+   (`_saved`; unloaded latencies where no counters are read).
    Uniform access (STREAM, uniform GUPS) has no significant difference, so nothing moves:
    the static placement is kept.
 4. **No storms**: the moves of one decision are capped at half the copy bandwidth over
@@ -309,7 +311,7 @@ class Tierlab(Policy):
                     c = min(int(size[v]) - int(used[v]), need - freed)  # only what is needed
                     freed += c
                     chunks.append((v, c))
-                    vmax = max(vmax, h[v] + self.z * se[v])
+                    vmax = max(vmax, h[v] + self.z * np.hypot(se[p], se[v]))
                     to = self._dest(d, want[v])
                     vloss -= self._saved(lam[v] * c, d, to)
                     vcost += c * (self.copy_s + self.shootdown_s)
@@ -317,7 +319,7 @@ class Tierlab(Policy):
                         j += 1
                 if freed < need:
                     break
-                if h[p] - self.z * se[p] <= vmax:
+                if h[p] <= vmax:
                     self.refused_noise += 1
                     break  # colder candidates follow, hotter victims: none would pass
                 net = g - vloss

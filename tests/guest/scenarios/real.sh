@@ -1,10 +1,10 @@
 # real: the allocation policies under `tierlab exec` (static), and the daemon killed.
 #   For each allocation policy: tierlab exec --policy static --alloc A -- hotcold (16 + 32
-#   MiB, 3 s); one placement sample after hotcold's first touch (kind alloc-A), then
-#   alloc-exec (rc, checksum). Then hotcold (hot 32 MiB on node 1, 40 s) under
-#   `tierlab daemon --policy idt`: SIGKILL 3 s after its first report (kill-test: the workload's rc and
-#   checksum, the kdamond left running), and again with SIGTERM (term-test: the daemon's
-#   rc, the kdamond stopped).
+#   MiB, until sampled); one placement sample after hotcold's first touch (kind
+#   alloc-A), then SIGTERM to hotcold and alloc-exec (rc, checksum). Then hotcold (hot
+#   32 MiB on node 1, 40 s) under `tierlab daemon --policy idt`: SIGKILL 3 s after its
+#   first report (kill-test: the workload's rc and checksum, the kdamond left running),
+#   and again with SIGTERM (term-test: the daemon's rc, the kdamond stopped).
 . /guest/scenarios/_lib.sh
 set_kernel_tiering 0 false
 HC="/bin/hotcold --interval-ms 1000 --write-share 0.2"
@@ -12,12 +12,15 @@ for A in dram-preferred dram-always pm-preferred pm-always; do
   rm -f /tmp/hc.ready /tmp/hc.done
   # shellcheck disable=SC2086
   python3 -m tierlab exec --policy static --alloc $A --interval 5s -- $HC --hot-mib 16 \
-    --cold-mib 32 --seconds 3 --ready-file /tmp/hc.ready --done-file /tmp/hc.done \
+    --cold-mib 32 --seconds 600 --ready-file /tmp/hc.ready --done-file /tmp/hc.done \
     > /tmp/ex.$A 2>&1 &
   ex=$!
   if wait_file /tmp/hc.ready 120 $ex; then
     python3 /guest/placement.py --ready /tmp/hc.ready --count 1 --kind "alloc-$A" \
       --prefix "TIERLAB-RESULT "
+    # hotcold runs until sampled (SIGTERM: it stops, verifies and reports), not for a
+    # fixed time that a slow guest's python start-up may outlast
+    kill -TERM "$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' /tmp/hc.ready)" 2>/dev/null
   fi
   wait $ex; rc=$?
   res alloc-exec alloc "$A" rc $rc \
