@@ -458,8 +458,13 @@ class HintFaults:
         self.faults = 0
         self._pages = np.zeros(0, dtype=np.int64)   # sorted
         self._arm = np.zeros(0)       # arm time
-        self._from = np.zeros(0)      # searched up to here
+        self._from = 0.0  # searched up to here: one time for all, or one per page
         self._rem = np.zeros(0)       # remaining Exp(1) budget (rate model)
+        #: entries whose page has faulted (rate model: budget +inf, so it never faults
+        #: again) and is not yet dropped: dropping them at every poll copied every armed
+        #: page's state per poll; they are dropped once they are a quarter of the
+        #: entries, or before any lookup or change of the armed set
+        self._dead = 0
 
     @property
     def fault_seconds(self) -> float:
@@ -467,9 +472,16 @@ class HintFaults:
 
     @property
     def armed(self) -> int:
-        return int(self._pages.shape[0])
+        return int(self._pages.shape[0]) - self._dead
+
+    def _live(self) -> None:
+        """Drop the faulted entries kept since the last polls."""
+        if self._dead:
+            self._dead = 0
+            self._take(self._rem != np.inf)
 
     def is_armed(self, pages) -> np.ndarray:
+        self._live()
         pages = _as_idx(pages)
         if self._pages.size == 0:
             return np.zeros(pages.shape, dtype=bool)
@@ -483,27 +495,39 @@ class HintFaults:
         n = pages.shape[0]
         if n == 0:
             return 0
-        now = float(now)
+        self._insert(pages, self.rng.exponential(size=n), float(now))
+        return n
+
+    def _insert(self, pages, rem, now: float) -> None:
+        """Merge sorted pages, none armed, armed at `now` with Exp(1) budgets `rem`."""
+        self._live()
+        n = pages.shape[0]
         self._rcache = None  # the armed pages change
+        if self._pages.size == 0:
+            self._from = now
         keys = np.concatenate((self._pages, pages))
         order = np.argsort(keys, kind="stable")
         self._pages = keys[order]
         self._arm = np.concatenate((self._arm, np.full(n, now)))[order]
-        self._from = np.concatenate((self._from, np.full(n, now)))[order]
-        self._rem = np.concatenate((self._rem, self.rng.exponential(size=n)))[order]
-        return n
+        if isinstance(self._from, np.ndarray) or self._from != now:
+            old = np.broadcast_to(self._from, (keys.shape[0] - n,))
+            self._from = np.concatenate((old, np.full(n, now)))[order]
+        self._rem = np.concatenate((self._rem, rem))[order]
 
     def disarm(self, pages) -> None:
         """Drop pages without a fault (freed, or made accessible again)."""
+        self._live()
         keep = ~np.isin(self._pages, _as_idx(pages))
         self._take(keep)
 
     def _take(self, keep) -> None:
-        self._pages, self._arm = self._pages[keep], self._arm[keep]
-        self._from, self._rem = self._from[keep], self._rem[keep]
+        idx = np.flatnonzero(keep)
+        self._pages, self._arm, self._rem = self._pages[idx], self._arm[idx], self._rem[idx]
+        if isinstance(self._from, np.ndarray):
+            self._from = self._from[idx]
         c = getattr(self, "_rcache", None)
         if c and c.get("n") == keep.shape[0]:
-            c["rate"] = c["rate"][keep]
+            c["rate"] = c["rate"][idx]
             c["n"] = self._pages.shape[0]
         elif c:
             c.clear()
@@ -514,12 +538,13 @@ class HintFaults:
             e = np.zeros(0)
             return np.zeros(0, dtype=np.int64), e, e.copy()
         now = float(now)
-        t0 = np.minimum(self._from, now)
-        if isinstance(self.source, RateSource):  # rates kept with the armed pages
+        t0 = np.minimum(self._from, now)  # a float while every page shares it
+        lazy = isinstance(self.source, RateSource)
+        if lazy:  # rates kept with the armed pages
             if getattr(self, "_rcache", None) is None:
                 self._rcache = {}
             times, rem = self.source.first_access_lazy(self._pages, t0, now, self._rem,
-                                                       cache=self._rcache)
+                                                       cache=self._rcache, inplace=True)
         else:
             times, rem = self.source.first_access_lazy(self._pages, t0, now, self._rem)
         hit = ~np.isnan(times)
@@ -528,8 +553,13 @@ class HintFaults:
         ftimes = times[hit][order]
         latency = np.maximum(ftimes - self._arm[hit][order], 0.0)
         self._rem = rem
-        self._from = np.full(self._pages.shape[0], now)
-        if pages.shape[0]:
+        self._from = now
+        if pages.shape[0] and lazy:
+            rem[hit] = np.inf
+            self._dead += int(pages.shape[0])
+            if 4 * self._dead > self._pages.shape[0]:
+                self._live()
+        elif pages.shape[0]:
             self._take(~hit)
         self.faults += int(pages.shape[0])
         return pages, ftimes, latency

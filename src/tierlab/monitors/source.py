@@ -246,15 +246,20 @@ class RateSource(AccessSource):
         order = np.argsort(times, kind="stable")
         return pages[order], np.clip(times[order], t0, t1)
 
-    def first_access_lazy(self, pages, t0, t1, remaining, cache=None):
+    def first_access_lazy(self, pages, t0, t1, remaining, cache=None, inplace=False):
         """`cache`: an optional dict the caller keeps with `pages` (cleared when they
         change); it holds the pages' rates under the last field seen, so repeated polls
-        of the same armed pages skip the per-page segment search."""
+        of the same armed pages skip the per-page segment search. `t0` may be one time
+        for every page. `inplace`: `remaining` (float64) is updated in place and
+        returned, for a caller that replaces it anyway."""
         tl = self.timeline
         pages = np.asarray(pages, dtype=np.int64)
         n = pages.shape[0]
-        rem = np.array(remaining, dtype=float, copy=True).reshape(n)
-        t0 = np.broadcast_to(np.asarray(t0, dtype=float), (n,))
+        if inplace and isinstance(remaining, np.ndarray) and remaining.dtype == float:
+            rem = remaining.reshape(n)
+        else:
+            rem = np.array(remaining, dtype=float, copy=True).reshape(n)
+        t0 = np.asarray(t0, dtype=float)
         times = np.full(n, np.nan)
         if n == 0:
             return times, rem

@@ -162,19 +162,7 @@ class _HintFaults(HintFaults):
         if getattr(self, "_pages", None) is None or n == 0 \
                 or (n > 1 and not bool(np.all(pages[1:] > pages[:-1]))):
             return self.arm(pages, now)
-        now = float(now)
-        self._rcache = None  # the armed pages change (primitives.HintFaults.poll)
-        rem = self.rng.exponential(size=n)
-        if self._pages.size == 0:
-            self._pages, self._rem = pages.copy(), rem
-            self._arm, self._from = np.full(n, now), np.full(n, now)
-            return n
-        keys = np.concatenate((self._pages, pages))
-        order = np.argsort(keys, kind="stable")  # two sorted runs: a linear merge
-        self._pages = keys[order]
-        self._arm = np.concatenate((self._arm, np.full(n, now)))[order]
-        self._from = np.concatenate((self._from, np.full(n, now)))[order]
-        self._rem = np.concatenate((self._rem, rem))[order]
+        self._insert(pages, self.rng.exponential(size=n), float(now))
         return n
 
 
