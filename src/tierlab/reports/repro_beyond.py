@@ -156,9 +156,14 @@ def readme(cells, pols, summary, scale) -> str:
     rows.append("| **geomean** | | " + " | ".join(f"**{gm[p]:.2f}**" for p in pols) + " |")
     t = summary["targets"]
     checks = "\n".join(f"- target {k}: {'met' if v else 'NOT met'}" for k, v in t.items())
-    return f"""# tierlab's own policy against every other (issue 21)
+    others = [p for p in pols if p not in (OWN, "static", "oracle")]
+    every = set(others) >= set(POLICIES) - {OWN, "static", "oracle"}
+    title = "every other" if every else ", ".join(f"`{p}`" for p in others)
+    subset = "" if every else ("The other systems are a subset, chosen with `--policies`: "
+                               "\"best other\" below is the best of these.\n\n")
+    return f"""# tierlab's own policy against {title} (issue 21)
 
-Throughput over the oracle's (the bandwidth-aware bound) in every cell; `tierlab` is
+{subset}Throughput over the oracle's (the bandwidth-aware bound) in every cell; `tierlab` is
 the project's own policy (docs/own-policy.md). Suite scenarios at scale {frac(scale)}; traces
 at scale 1 (capacity-bound) and 1/128 (bandwidth-bound). `2x` = a co-runner holding 50%
 of the top DRAM node's bandwidth.
