@@ -178,7 +178,6 @@ class Tierlab(Policy):
         self._L = self.lat.copy()
         if lat is not None:
             self._L = np.where(np.isfinite(lat), np.maximum(lat, self.lat), self.lat)
-        self._X = self._L - self.lat
         k = self.sim.machine.nnodes
         self._A = np.bincount(node[ok], weights=(lam * size)[ok], minlength=256)[:k]
         want = self._fill(lam, size, ok, node)
@@ -258,7 +257,8 @@ class Tierlab(Policy):
         average, is lower (their equality is the optimum of the total stall: Colloid's
         balance, per move), and a region carrying much of a node's load does not bounce
         between two nodes whose loaded latencies it alone would equalise."""
-        L, X, A = self._L, self._X, self._A
+        L, A = self._L, self._A
+        X = L - self.lat
         q_src = np.minimum(rate / np.maximum(A[src], 1e-300), 1.0)
         q_dst = np.minimum(rate / np.maximum(A[dst], 1e-300), 1.0)
         return rate * ((L[src] + X[src] * (1 - q_src)) - (L[dst] + X[dst] * (1 + q_dst)))
