@@ -403,3 +403,32 @@ def test_bad_sweep_options_are_one_line_and_exit_2(args, needle, tmp_path, monke
                  "--policies", "static", *args]) == 2
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_signals_during_dask_calls_are_raised_between_them_not_inside():
+    """A signal while Dask runs is noted and raised at the next check, as Interrupted with
+    its number, never inside a client call (distributed's sync() prints a NameError
+    traceback when interrupted before its coroutine starts); a second signal raises at
+    once; an ignored SIGINT stays ignored; the handlers are restored after."""
+    from tierlab.sweep import Interrupted, _DeferredSignals
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with _DeferredSignals() as d:
+        os.kill(os.getpid(), signal.SIGTERM)
+        until(lambda: d.signum == signal.SIGTERM, "the signal to be noted")
+        with pytest.raises(Interrupted) as e:
+            d.check()
+        assert e.value.signum == signal.SIGTERM
+        with pytest.raises(Interrupted) as e:
+            os.kill(os.getpid(), signal.SIGINT)
+            until(lambda: False, "the second signal to raise")
+        assert e.value.signum == signal.SIGINT
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with _DeferredSignals() as d:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            d.check()
+        assert d.signum is None
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -519,6 +519,10 @@ class Sweep:
         ex.shutdown()
 
     def _run_dask(self, todo, fresh, finished, failed) -> None:
+        with _DeferredSignals() as deferred:
+            self._run_dask_deferred(todo, fresh, finished, failed, deferred)
+
+    def _run_dask_deferred(self, todo, fresh, finished, failed, deferred) -> None:
         import distributed
         client = self._client
         tag = uuid.uuid4().hex[:8]
@@ -542,6 +546,7 @@ class Sweep:
         ours = {f.key for f in futs}
         try:
             while pending:
+                deferred.check()
                 try:
                     with client.as_current():
                         done, pending = distributed.wait(pending, timeout=0.5,
@@ -560,6 +565,7 @@ class Sweep:
                 busy = client.processing()
                 self.board.show(running=sum(1 for ks in busy.values() for x in ks
                                             if x in ours))
+            deferred.check()
         except BaseException:
             client.cancel(list(pending))
             for pid in self._local_pids:  # our LocalCluster's workers: stop them now
@@ -575,6 +581,39 @@ class Sweep:
         from .api import Job
         if not isinstance(job, Job):
             self.board.finished(job, rec, "", external=True)
+
+
+class _DeferredSignals:
+    """SIGINT and SIGTERM, while Dask runs, are noted and raised between client calls
+    (`check`), not inside one: a KeyboardInterrupt inside `distributed.utils.sync`
+    before its coroutine has started makes its `cancel` callback fail with a NameError
+    that tornado prints as a traceback (distributed 2026.8). A second signal raises at
+    once, so a client call that hangs can still be left. A signal that was ignored (a
+    nohup'd sweep) stays ignored."""
+
+    def __init__(self):
+        self.signum = None
+        self._old: dict[int, object] = {}
+
+    def __enter__(self) -> "_DeferredSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(sig) not in (signal.SIG_IGN, None):
+                    self._old[sig] = signal.signal(sig, self._note)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def _note(self, signum, frame) -> None:
+        if self.signum is not None:
+            raise Interrupted("interrupted", signum)
+        self.signum = signum
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted("interrupted", self.signum)
 
 
 def _stop_pool(ex: ProcessPoolExecutor) -> None:
