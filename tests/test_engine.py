@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tierlab.engine import Simulation
-from tierlab.engine.memory import UNALLOC
+from tierlab.engine.memory import BLOCK, UNALLOC, Memory
 from tierlab.engine.throughput import solve_throughput
 from tierlab.machines import Machine, Tier, load_machine
 from tierlab.policies import ALLOCS, POLICIES
@@ -49,6 +49,12 @@ def check_invariants(sim):
     active = (sim.lru.flags & 1) != 0
     assert np.array_equal(np.bincount(mem.node[active], minlength=256)[:k],
                           sim.lru.nr_active), "LRU active counts drifted"
+    # the per-block node counts equal a recount from the page map
+    B = BLOCK
+    pad = np.full(len(mem.blocks) * B, UNALLOC, dtype=np.uint8)
+    pad[:mem.npages] = mem.node
+    per = np.stack([(pad.reshape(-1, B) == i).sum(axis=1) for i in range(k)], axis=1)
+    assert np.array_equal(per, mem.blocks), "block counts drifted from the page map"
     # the incrementally kept per-node rates equal a recount from scratch
     r, w = sim.timeline.field.per_node_totals(mem.node, k)
     assert np.allclose(r, sim._reads, rtol=1e-9, atol=1e-12)
@@ -391,3 +397,46 @@ has_cpus = false
     p.write_text(toml.replace("[0.05, 0.06, 0.07]", "[0.07, 0.06, 0.05]"))
     with pytest.raises(TierlabError, match="watermarks"):
         api.make_machine(str(p))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), npages=st.integers(1, 5 * BLOCK + 17))
+def test_block_counts_answer_range_queries_as_the_page_map(seed, npages):
+    """Memory's block counts, kept through placements, frees and moves, give the same
+    range counts, prefix counts, k-th allocated page and pages-not-on-a-node as reading
+    the page map."""
+    rng = np.random.default_rng(seed)
+    m = small_machine(dram_pages=8 * npages, slow_pages=8 * npages, tiers=4)  # moves skip `used`
+    mem = Memory(m, npages)
+    k = m.nnodes
+    for _ in range(6):
+        a, b = np.sort(rng.integers(0, npages + 1, 2))
+        free = np.flatnonzero(mem.node[a:b] == UNALLOC) + a
+        if len(free):  # place the first free run in [a, b)
+            e = free[0] + 1
+            while e < b and mem.node[e] == UNALLOC:
+                e += 1
+            mem.place_range(int(free[0]), int(e), int(rng.integers(k)))
+        live = np.flatnonzero(mem.node != UNALLOC)
+        if len(live):
+            pg = rng.choice(live, size=min(len(live), 50), replace=False)
+            mem.move(pg, mem.node[pg].copy(), rng.integers(0, k, len(pg)).astype(np.uint8))
+        if rng.random() < 0.3:
+            a, b = np.sort(rng.integers(0, npages + 1, 2))
+            mem.release_range(int(a), int(b))
+    s, e = np.sort(rng.integers(0, npages + 1, (2, 30)), axis=0)
+    ref = np.array([[np.count_nonzero(mem.node[x:y] == i) for i in range(k)]
+                    for x, y in zip(s, e)]).reshape(-1, k)
+    assert np.array_equal(mem.range_counts(s, e), ref)
+    assert np.array_equal(mem.allocated_before(e), np.array(
+        [np.count_nonzero(mem.node[:y] != UNALLOC) for y in e]))
+    live = np.flatnonzero(mem.node != UNALLOC)
+    if len(live):
+        g = rng.integers(0, len(live), 10)
+        assert np.array_equal(mem.select_allocated(g), live[g])
+    nodes = rng.integers(0, k, len(s))
+    got, part = mem.pages_not_on(s, e, nodes)
+    want = [np.flatnonzero((mem.node[x:y] != UNALLOC) & (mem.node[x:y] != n)) + x
+            for x, y, n in zip(s, e, nodes)]
+    assert np.array_equal(got, np.concatenate(want).astype(np.int64))
+    assert np.array_equal(part, np.repeat(np.arange(len(s)), [len(w) for w in want]))

@@ -100,3 +100,20 @@ def test_per_node_totals_in_chunks_equals_one_pass(monkeypatch):
         monkeypatch.setattr(fieldmod, "_CHUNK", chunk)
         r, _ = f.per_node_totals(node, 3)
         assert np.allclose(r, want_r)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seg=segments(), seed=st.integers(0, 2**32 - 1))
+def test_segment_of_sorted_pages_equals_the_search(seg, seed):
+    """Many sorted pages take the run-length path of `segment_of`; it gives each page the
+    segment a per-page search gives (or -1 in a gap)."""
+    s, e, r, w = seg
+    keep = np.ones(len(s), dtype=bool)
+    for i in range(1, len(s)):  # disjoint, sorted segments from the drawn ones
+        keep[i] = s[i] >= e[:i][keep[:i]].max(initial=0)
+    f = RateField(s[keep], e[keep], r[keep], w[keep], N)
+    pages = np.sort(np.random.default_rng(seed).integers(0, N, 5000))
+    dense_seg = np.full(N, -1)
+    for i, (a, b) in enumerate(zip(f.starts, f.ends)):
+        dense_seg[a:b] = i
+    assert np.array_equal(f.segment_of(pages), dense_seg[pages])

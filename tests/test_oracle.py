@@ -129,3 +129,42 @@ def test_no_policy_beats_the_oracle(regime, seed):
         rec = simulate(m, wl(), policy, seed=seed)[1]
         assert rec["throughput"] <= best["throughput"] * 1.005, (policy, rec["throughput"],
                                                                  best["throughput"])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_movers_from_the_block_counts_equal_a_page_by_page_placement(seed):
+    """The oracle's movers (pieces split at the runs, parts on one node read only where
+    blocks hold pages elsewhere) are exactly the pages whose rank's node, in the global
+    hot order, is not their node, as a per-page ranking finds them."""
+    from tierlab.engine.memory import UNALLOC, Memory
+    from tierlab.field import RateField
+    from tierlab.machines import Machine, Tier
+    from tierlab.policies.oracle import hits_by_rank, hot_pieces, interleave, _movers
+    rng = np.random.default_rng(seed)
+    n, k = 9000, 3
+    m = Machine("t", [Tier(f"t{i}", "dram", n * 4096, 80 + 100 * i, 90, 1e11, 1e11, 0,
+                           i == 0) for i in range(k)])
+    mem = Memory(m, n)
+    for a in range(0, n, 700):  # allocated runs with holes, on random nodes
+        mem.place_range(a, min(a + int(rng.integers(100, 700)), n), int(rng.integers(k)))
+    cuts = np.unique(rng.integers(0, n, 16))
+    f = RateField(cuts[:-1:2], cuts[1::2], rng.random(len(cuts[1::2])) * 5,
+                  rng.random(len(cuts[1::2])), n)
+    pieces = hot_pieces(f, mem)
+    total = int(pieces[-1].sum())
+    counts = np.array([[total // 3, total // 6, 0], [0, total // 6, 0]])
+    counts = np.vstack([counts, [0, 0, total - counts.sum()]])
+    for ranks in (hits_by_rank(total, np.array([total // 4, total // 2]), [0, 1, 2]),
+                  interleave(counts)):
+        pages, dst = _movers(mem, pieces, ranks)
+        # per page: the hot order is pieces hottest first (stable), addresses within
+        live = np.flatnonzero(mem.node != UNALLOC)
+        r, _ = f.rate_of(live)
+        w = f.rate_of(live)[1]
+        order = live[np.argsort(-(r + w), kind="stable")]
+        want = ranks.at(np.arange(total))
+        desired = np.empty(n, dtype=np.uint8)
+        desired[order] = want
+        mv = live[mem.node[live] != desired[live]]
+        assert len(mv) > 0
+        assert np.array_equal(pages, mv) and np.array_equal(dst, desired[mv])

@@ -136,6 +136,14 @@ class RateField:
     def segment_of(self, pages) -> np.ndarray:
         """Index of the segment holding each page, or -1 if the page has rate 0."""
         pages = np.asarray(pages, dtype=np.int64)
+        if len(pages) > 4 * len(self.starts) + 1024 and np.all(pages[1:] >= pages[:-1]):
+            # sorted pages (a placement's movers): O(segments log pages + pages) runs
+            # of segment numbers and -1 for the gaps, no search per page
+            edges = np.searchsorted(pages, np.stack((self.starts, self.ends), 1).ravel())
+            runs = np.diff(np.concatenate(([0], edges, [len(pages)])))
+            val = np.full(len(runs), -1, dtype=np.int64)
+            val[1::2] = np.arange(len(self.starts))
+            return np.repeat(val, runs)
         i = np.searchsorted(self.starts, pages, side="right") - 1
         ok = i >= 0
         ok[ok] &= pages[ok] < self.ends[i[ok]]
@@ -191,8 +199,8 @@ class RateField:
         """(reads, writes) per unit of work landing on each node, given a per-page node map.
 
         Pages whose node is >= nnodes (unallocated) count for no node. One pass over the
-        pages the segments cover; the engine calls it when the field changes and keeps
-        the totals incrementally on migration.
+        pages the segments cover (the reference for the engine's `totals` of the
+        block counts, `Memory.range_counts`).
         """
         k = nnodes + 1  # column nnodes collects unallocated pages (node value 255)
         n = self.nsegments
@@ -213,5 +221,10 @@ class RateField:
                 seg = np.repeat(np.arange(j - i, dtype=np.int64), ln)
                 counts[i:j] = np.bincount(seg * k + idx, minlength=(j - i) * k).reshape(j - i, k)
             i = j
-        counts = counts[:, :nnodes].astype(np.float64)
+        return self.totals(counts[:, :nnodes])
+
+    def totals(self, counts: np.ndarray):
+        """(reads, writes) per unit of work on each node from the pages of each node in
+        each segment (nsegments x nnodes), e.g. `Memory.range_counts(starts, ends)`."""
+        counts = counts.astype(np.float64)
         return self.read @ counts, self.write @ counts

@@ -528,7 +528,7 @@ class Simulation(PolicyBackend):
         """Bookkeeping of a move of pages[i] from cur[i] to dsts[i]: placement, LRU
         counts, per-node rates, promotion/demotion/ping-pong counts, copy traffic."""
         k = self.machine.nnodes
-        self.mem.node[pages] = dsts
+        self.mem.move(pages, cur, dsts)
         self.mem.used += np.bincount(dsts, minlength=256)[:k] - np.bincount(cur, minlength=256)[:k]
         self.lru.on_moves(pages, cur, dsts)
         r, w = self.timeline.field.rate_of(pages)
@@ -636,8 +636,8 @@ class Simulation(PolicyBackend):
                 self.alloc.place(self.alloc_view, s, e)
             self.alloc_version += 1
         if ch.field is not None or ch.free is not None:
-            k = self.machine.nnodes
-            self._reads, self._writes = self.timeline.field.per_node_totals(self.mem.node, k)
+            f = self.timeline.field
+            self._reads, self._writes = f.totals(self.mem.range_counts(f.starts, f.ends))
         self._x_dirty = True
         self._kswapd_all()
         hook = getattr(self.policy, "on_change", None)

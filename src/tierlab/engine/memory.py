@@ -12,6 +12,10 @@ import numpy as np
 from ..machines import Machine
 
 UNALLOC = 255
+#: pages per block of the per-block node counts (`Memory.blocks`)
+BLOCK = 1024
+#: page indexes gathered per numpy pass (bounds the temporaries)
+_BATCH = 1 << 22
 
 
 def watermark_pages(capacity: np.ndarray, fractions) -> tuple:
@@ -39,6 +43,12 @@ class Memory:
         self.held = np.zeros(machine.nnodes, dtype=np.int64)
         self.wmark_min, self.wmark_low, self.wmark_high = watermark_pages(
             self.capacity, (wmark_min, wmark_low, wmark_high))
+        #: pages of each node in each BLOCK-page block of addresses, kept through every
+        #: placement, free and move, so counts over address ranges cost O(blocks +
+        #: BLOCK per range end), not a pass over the pages (issue 17): 4 bytes per node
+        #: per 1024 pages
+        self.blocks = np.zeros((-(-self.npages // BLOCK), machine.nnodes), dtype=np.int32)
+        self._cum = None
 
     @property
     def free(self) -> np.ndarray:
@@ -57,14 +67,41 @@ class Memory:
             raise RuntimeError(f"node {node} over capacity")
         self.node[start:end] = node
         self.used[node] += n
+        b = np.arange(start // BLOCK, (end - 1) // BLOCK + 1)
+        self.blocks[b, node] += (np.minimum((b + 1) * BLOCK, end)
+                                 - np.maximum(b * BLOCK, start)).astype(np.int32)
+        self._cum = None
 
     def release_range(self, start: int, end: int) -> np.ndarray:
         """Free pages [start, end); returns the count freed per node."""
         seg = self.node[start:end]
-        freed = np.bincount(seg, minlength=256)[: self.machine.nnodes]
+        k = self.machine.nnodes
+        freed = np.bincount(seg, minlength=256)[:k]
+        if freed.any():
+            b0 = start // BLOCK
+            key = (np.arange(start, end) // BLOCK - b0) * (k + 1) + np.minimum(seg, k)
+            per = np.bincount(key, minlength=((end - 1) // BLOCK + 1 - b0) * (k + 1))
+            self.blocks[b0:(end - 1) // BLOCK + 1] -= \
+                per.reshape(-1, k + 1)[:, :k].astype(np.int32)
+            self._cum = None
         seg[:] = UNALLOC
         self.used -= freed
         return freed
+
+    def move(self, pages: np.ndarray, cur: np.ndarray, dsts: np.ndarray) -> None:
+        """pages[i] (distinct, on cur[i]) now on dsts[i]: the page map and the block
+        counts."""
+        self.node[pages] = dsts
+        k = self.machine.nnodes
+        flat = self.blocks.reshape(-1)
+        b = (pages // BLOCK) * k
+        if len(pages) * 8 < flat.size:  # few moves: scattered updates
+            np.subtract.at(flat, b + cur, 1)
+            np.add.at(flat, b + dsts, 1)
+        else:  # many: two counting passes beat ufunc.at's per-element cost
+            flat += (np.bincount(b + dsts, minlength=flat.size)
+                     - np.bincount(b + cur, minlength=flat.size)).astype(np.int32)
+        self._cum = None
 
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
                  value: int = 0):
@@ -93,6 +130,124 @@ class Memory:
             chunk = min(2 * chunk, 1 << 22)
         pages = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
         return pages.astype(np.int64), pos, scanned
+
+    # -- counts over address ranges, from the blocks ------------------------------------
+    def _cumulative(self) -> np.ndarray:
+        """Pages per node in blocks [0, b), for b = 0..nblocks (cached until a change)."""
+        if self._cum is None:
+            self._cum = np.zeros((len(self.blocks) + 1, self.blocks.shape[1]), np.int64)
+            np.cumsum(self.blocks, axis=0, out=self._cum[1:])
+        return self._cum
+
+    def _gather(self, starts, ends):
+        """The addresses of ranges [starts[i], ends[i]) in batches of about _BATCH:
+        yields (i, j, idx, row): ranges i..j-1, their addresses in order and each
+        address's range less i (a range longer than a batch comes alone, in parts)."""
+        starts = np.asarray(starts, dtype=np.int64)
+        ln = np.asarray(ends, dtype=np.int64) - starts
+        cum = np.cumsum(ln)
+        i = 0
+        while i < len(starts):
+            base = int(cum[i - 1]) if i else 0
+            j = max(int(np.searchsorted(cum, base + _BATCH, side="right")), i + 1)
+            if j == i + 1 and ln[i] > _BATCH:
+                e = int(starts[i] + ln[i])
+                for a in range(int(starts[i]), e, _BATCH):
+                    idx = np.arange(a, min(a + _BATCH, e), dtype=np.int64)
+                    yield i, j, idx, np.zeros(len(idx), dtype=np.int64)
+            else:
+                part = ln[i:j]
+                offs = np.repeat(starts[i:j] - (np.cumsum(part) - part), part)
+                yield i, j, np.arange(int(part.sum()), dtype=np.int64) + offs, \
+                    np.repeat(np.arange(j - i, dtype=np.int64), part)
+            i = j
+
+    def _direct_counts(self, starts, ends) -> np.ndarray:
+        """Pages per node (last column: unallocated) in each [starts[i], ends[i]), read
+        from the page map."""
+        k = self.machine.nnodes
+        out = np.zeros((len(starts), k + 1), dtype=np.int64)
+        for i, j, idx, row in self._gather(starts, ends):
+            out[i:j] += np.bincount(row * (k + 1) + np.minimum(self.node[idx], k),
+                                    minlength=(j - i) * (k + 1)).reshape(j - i, k + 1)
+        return out
+
+    def allocated_in(self, starts, ends):
+        """The allocated pages of each [starts[i], ends[i]) in address order, and how
+        many each range holds."""
+        pages, n = [], np.zeros(len(starts), dtype=np.int64)
+        for i, j, idx, row in self._gather(starts, ends):
+            ok = self.node[idx] != UNALLOC
+            pages.append(idx[ok])
+            n[i:j] += np.bincount(row[ok], minlength=j - i)
+        return (np.concatenate(pages) if pages else np.zeros(0, np.int64)), n
+
+    def counts_before(self, points) -> np.ndarray:
+        """Pages of each node in [0, p) for each p of `points` (n x nnodes): the blocks
+        before p's block, plus p's block up to p read from the page map."""
+        p = np.asarray(points, dtype=np.int64)
+        q = (p // BLOCK) * BLOCK
+        part = self._direct_counts(q, p)[:, :-1]
+        return self._cumulative()[p // BLOCK] + part
+
+    def range_counts(self, starts, ends) -> np.ndarray:
+        """Pages of each node (n x nnodes) in each [starts[i], ends[i]): a short range
+        read from the page map, a long one as the difference of `counts_before`, so the
+        cost is O(blocks + sum of min(length, 2 BLOCK)), not O(pages)."""
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
+        out = np.zeros((len(starts), self.machine.nnodes), dtype=np.int64)
+        long = ends - starts > 2 * BLOCK
+        out[~long] = self._direct_counts(starts[~long], ends[~long])[:, :-1]
+        if long.any():
+            out[long] = self.counts_before(ends[long]) - self.counts_before(starts[long])
+        return out
+
+    def allocated_before(self, points) -> np.ndarray:
+        """Allocated pages in [0, p) for each p of `points`."""
+        return self.counts_before(points).sum(axis=1)
+
+    def select_allocated(self, g) -> np.ndarray:
+        """The address of the g-th allocated page (0-based, address order) for each g."""
+        g = np.asarray(g, dtype=np.int64)
+        alloc = self._cumulative().sum(axis=1)
+        b = np.searchsorted(alloc, g, side="right") - 1  # block holding it
+        out = np.empty(len(g), dtype=np.int64)
+        for i in range(len(g)):  # one block read per query
+            a = int(b[i]) * BLOCK
+            hit = np.flatnonzero(self.node[a:a + BLOCK] != UNALLOC)
+            out[i] = a + int(hit[int(g[i] - alloc[b[i]])])
+        return out
+
+    def pages_not_on(self, starts, ends, nodes):
+        """Allocated pages in each [starts[i], ends[i]) not on nodes[i], in range then
+        address order, and the range of each. Only blocks holding such pages are read:
+        a block whose pages are all on the range's node or free is skipped by its
+        counts, so the cost is O(blocks spanned + BLOCK per block read)."""
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
+        nodes = np.asarray(nodes, dtype=np.int64)
+        b0 = starts // BLOCK
+        nb = np.maximum((ends - 1) // BLOCK + 1 - b0, 0)
+        part = np.repeat(np.arange(len(starts)), nb)
+        blk = np.repeat(b0, nb) + (np.arange(int(nb.sum())) - np.repeat(np.cumsum(nb) - nb, nb))
+        c = self.blocks[blk]
+        other = c.sum(axis=1, dtype=np.int64) - c[np.arange(len(blk)), nodes[part]]
+        blk, part = blk[other > 0], part[other > 0]
+        found, of = [], []
+        step = _BATCH // 4 // BLOCK  # 1 M addresses per pass: the temporaries stay small
+        for a in range(0, len(blk), step):
+            idx = (blk[a:a + step, None] * BLOCK + np.arange(BLOCK)).ravel()
+            prt = np.repeat(part[a:a + step], BLOCK)
+            ok = (idx >= starts[prt]) & (idx < ends[prt])
+            idx, prt = idx[ok], prt[ok]
+            v = self.node[idx]
+            ok = (v != UNALLOC) & (v != nodes[prt])
+            found.append(idx[ok])
+            of.append(prt[ok])
+        if not found:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(found), np.concatenate(of)
 
 
 class PassTimes:

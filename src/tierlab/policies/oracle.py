@@ -17,11 +17,16 @@ placement and the placed result is kept only if it is faster (`_best`), so it is
 placement when bandwidth does not bind, and spreads hot pages over the tiers when the
 fast tier's loaded latency exceeds theirs (Colloid's observation, SOSP'24). It is a
 bound within the bins' resolution; more bins were slower and not better here (SLSQP's
-local optima). Cost per change: the solve over bins x nodes, plus passes over the page
-map in chunks (`_movers`) that hand the engine only the pages whose node changes; the
-hot order is kept per piece (a piece's allocated pages take consecutive ranks) and the
-desired node per rank as one byte (`hits_by_rank`, `interleave` per bin), so no
-per-page index array is built (issue 18: 7.3 GiB and 24 s at 512 GiB before).
+local optima). Cost per change (issue 17): the solve over bins x nodes, and work that
+follows segments and moved pages, not the page map: the hot order is kept per piece
+(a piece's allocated pages take consecutive ranks, counted from the engine's per-block
+node counts, `Memory.blocks`), the desired node per rank as runs (`RankMap`), and the
+movers are found by splitting pieces at run starts and reading only the blocks that
+hold pages off their part's node (`_movers`); the candidates are compared on per-segment
+counts plus their moves (`_best`). So a change costs O(segments x nodes + blocks +
+pages moved + pages of bins spread over several nodes), blocks being 1024 pages. At
+512 GiB with 10x the updates (benchmarks/bench_memsim.py) this took the oracle from 7.0
+to 0.5 s of CPU, results identical.
 
 `objective=hits`: the earlier rule, hottest pages in the lowest-latency nodes (fast-tier
 hits maximised); not a bound once bandwidth binds.
@@ -37,12 +42,14 @@ from ..workloads._common import parse_choice, parse_number
 from .base import POLICIES, Policy
 
 
-def hot_order(field, node: np.ndarray):
-    """Pages in the global hot order, vectorised over the field's pieces (its segments
-    and the gaps between them). Returns (pages, rank of each page, piece read and write
-    rate per page, allocated pages per piece), pieces hottest first."""
-    n = len(node)
-    alloc = node != UNALLOC
+def hot_pieces(field, mem):
+    """The global hot order by pieces (the field's segments and the gaps between them),
+    from the block counts (O(segments + blocks), no pass over the pages): (piece starts
+    and ends, each piece's first rank and allocated pages, allocated pages before each
+    piece in address order, all in address order; then piece read and write rate per
+    page and allocated pages per piece, hottest first). Piece i's allocated pages, in
+    address order, take ranks first[i], first[i] + 1, ..."""
+    n = mem.npages
     cut = np.unique(np.concatenate(([0, n], field.starts, field.ends)))
     starts, ends = cut[:-1], cut[1:]
     read = np.zeros(len(starts))
@@ -50,106 +57,97 @@ def hot_order(field, node: np.ndarray):
     seg = field.segment_of(starts)
     ok = seg >= 0
     read[ok], write[ok] = field.read[seg[ok]], field.write[seg[ok]]
-    csum = np.concatenate(([0], np.cumsum(alloc, dtype=np.int64)))
-    per_piece = csum[ends] - csum[starts]
-    order = np.argsort(-(read + write), kind="stable")
-    before = np.zeros(len(starts), dtype=np.int64)
-    before[order] = np.concatenate(([0], np.cumsum(per_piece[order])[:-1]))
-    pages = np.flatnonzero(alloc)
-    # the pieces partition [0, n): a repeat gives every page its piece without a search
-    piece = np.repeat(np.arange(len(starts), dtype=np.int32), ends - starts)[pages]
-    rank = before[piece] + (csum[pages] - csum[starts[piece]])
-    return pages, rank, read[order], write[order], per_piece[order]
-
-
-#: pages per pass over the page map (`_alloc_before`, `_movers`)
-_CHUNK = 1 << 22
-
-
-def hot_pieces(field, node: np.ndarray):
-    """The global hot order by pieces (the field's segments and the gaps between them):
-    (piece starts, each piece's first rank, allocated pages before each piece in address
-    order, piece read and write rate per page and allocated pages per piece, the last
-    three hottest first). Piece i's allocated pages, in address order, take ranks
-    first[i], first[i] + 1, ...: the ranks of `hot_order` without a per-page array."""
-    n = len(node)
-    cut = np.unique(np.concatenate(([0, n], field.starts, field.ends)))
-    starts, ends = cut[:-1], cut[1:]
-    read = np.zeros(len(starts))
-    write = np.zeros(len(starts))
-    seg = field.segment_of(starts)
-    ok = seg >= 0
-    read[ok], write[ok] = field.read[seg[ok]], field.write[seg[ok]]
-    csum = _alloc_before(node, cut)
+    csum = mem.allocated_before(cut)
     per_piece = csum[1:] - csum[:-1]
     order = np.argsort(-(read + write), kind="stable")
     first = np.zeros(len(starts), dtype=np.int64)
     first[order] = np.concatenate(([0], np.cumsum(per_piece[order])[:-1]))
-    return starts, first, csum[:-1], read[order], write[order], per_piece[order]
+    return (starts, ends, first, per_piece, csum[:-1], read[order], write[order],
+            per_piece[order])
 
 
-def _alloc_before(node: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """Allocated pages in [0, p) for each of the sorted `points`, in chunked passes."""
-    out = np.zeros(len(points), dtype=np.int64)
-    base = 0
-    n = len(node)
-    for a in range(0, n, _CHUNK):
-        b = min(a + _CHUNK, n)
-        c = np.cumsum(node[a:b] != UNALLOC, dtype=np.int64)
-        i, j = np.searchsorted(points, [a, b], side="right")
-        out[i:j] = base + c[points[i:j] - a - 1]
-        base += int(c[-1])
-    return out
+class RankMap:
+    """The desired node of every rank as runs: run j covers ranks [lo[j], lo[j + 1])
+    on node val[j], or, where val[j] is -1, on the nodes explicit[off[j]:...] one per
+    rank (a bin spread over several nodes). Runs keep the placement O(runs) in size
+    where the per-rank byte map was O(pages)."""
+
+    def __init__(self, lo, val, explicit=None, off=None):
+        self.lo = np.asarray(lo, dtype=np.int64)
+        self.val = np.asarray(val, dtype=np.int64)
+        self.explicit = np.zeros(0, np.uint8) if explicit is None else explicit
+        self.off = np.zeros(len(self.lo), np.int64) if off is None else np.asarray(off)
+
+    def run_of(self, rank) -> np.ndarray:
+        return np.searchsorted(self.lo, rank, side="right") - 1
+
+    def at(self, rank) -> np.ndarray:
+        """The node of each rank."""
+        rank = np.asarray(rank, dtype=np.int64)
+        j = self.run_of(rank)
+        v = self.val[j]
+        mixed = v < 0
+        v[mixed] = self.explicit[self.off[j[mixed]] + rank[mixed] - self.lo[j[mixed]]]
+        return v.astype(np.uint8)
 
 
-def hits_by_rank(total: int, bounds, order) -> np.ndarray:
-    """`_hits_node` of every rank 0..total-1, one byte each, filled by runs."""
-    out = np.empty(total, dtype=np.uint8)
-    lo = 0
+def hits_by_rank(total: int, bounds, order) -> RankMap:
+    """The hits placement: `order`'s nodes filled up to cumulative `bounds`, the last
+    taking the rest of the `total` ranks."""
+    lo = [0]
+    val = []
     for i, node in enumerate(order):
-        hi = total if i == len(order) - 1 else int(min(max(bounds[i], lo), total))
-        out[lo:hi] = node
-        lo = hi
-    return out
+        hi = total if i == len(order) - 1 else int(min(max(bounds[i], lo[-1]), total))
+        val.append(node)
+        lo.append(hi)
+    return RankMap(lo[:-1], val)
 
 
-def _movers(node: np.ndarray, starts, first, before, dst_by_rank):
+def _movers(mem, pieces, ranks: RankMap):
     """(pages, their desired nodes) of the allocated pages whose desired node, that of
-    their rank, is not their node, in address order; what `teleport` keeps of a full
-    placement, found in chunked passes."""
-    pages, dsts = [], []
-    g = 0  # allocated pages before the chunk
-    n = len(node)
-    for a in range(0, n, _CHUNK):
-        cur = node[a:min(a + _CHUNK, n)]
-        idx = np.flatnonzero(cur != UNALLOC)
-        if idx.shape[0] == 0:
-            continue
-        pg = idx + a
-        piece = np.searchsorted(starts, pg, side="right") - 1
-        rank = first[piece] + (np.arange(g, g + idx.shape[0]) - before[piece])
-        d = dst_by_rank[rank]
-        mv = cur[idx] != d
-        pages.append(pg[mv])
-        dsts.append(d[mv])
-        g += idx.shape[0]
-    if not pages:
+    their rank, is not their node, in address order: what `teleport` keeps of a full
+    placement. Each piece is split where a run of `ranks` begins inside its rank range
+    (at that rank's page, `Memory.select_allocated`), so every part lies in one run; a
+    part on one node is read only in the blocks holding pages elsewhere
+    (`Memory.pages_not_on`), a part of a spread bin page by page."""
+    starts, ends, first, npg, before = (x[pieces[3] > 0] for x in pieces[:5])
+    if len(starts) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8)
-    return np.concatenate(pages).astype(np.int64), np.concatenate(dsts)
+    inner = ranks.lo[ranks.lo > 0]
+    by_rank = np.argsort(first, kind="stable")
+    p = by_rank[np.maximum(np.searchsorted(first[by_rank], inner, side="right") - 1, 0)]
+    inside = (inner > first[p]) & (inner < first[p] + npg[p])
+    inner, p = inner[inside], p[inside]
+    a = np.concatenate((starts, mem.select_allocated(before[p] + inner - first[p])))
+    rank0 = np.concatenate((first, inner))
+    piece = np.concatenate((np.arange(len(starts)), p))
+    o = np.argsort(a, kind="stable")
+    a, rank0, piece = a[o], rank0[o], piece[o]
+    b = ends[piece]
+    same = piece[1:] == piece[:-1]
+    b[:-1][same] = a[1:][same]
+    val = ranks.val[ranks.run_of(rank0)]
+    one = np.flatnonzero(val >= 0)
+    pg, part = mem.pages_not_on(a[one], b[one], val[one])
+    pages, dsts = [pg], [val[one][part].astype(np.uint8)]
+    spread = np.flatnonzero(val < 0)
+    if len(spread):
+        pg, n = mem.allocated_in(a[spread], b[spread])
+        run = ranks.run_of(rank0[spread])  # one run per part: index its nodes directly
+        at = np.repeat(ranks.off[run] + rank0[spread] - ranks.lo[run], n)
+        want = ranks.explicit[at + (np.arange(len(pg)) - np.repeat(np.cumsum(n) - n, n))]
+        mv = mem.node[pg] != want
+        pages.append(pg[mv])
+        dsts.append(want[mv])
+    pages, dsts = np.concatenate(pages), np.concatenate(dsts)
+    o = np.argsort(pages, kind="stable")
+    return pages[o], dsts[o]
 
 
 def _hits_node(rank, bounds, order):
     """The node of each rank when `order`'s nodes fill up to cumulative `bounds`."""
     slot = np.minimum(np.searchsorted(bounds, rank, side="right"), len(order) - 1)
     return np.asarray(order, dtype=np.uint8)[slot]
-
-
-def ideal_placement(field, node: np.ndarray, order: list[int], limits: np.ndarray):
-    """The hits placement: pages sorted by true access rate (reads + writes per unit of
-    work), hottest first, filling `order`'s nodes up to `limits`. Returns (pages,
-    desired nodes) for the allocated pages."""
-    pages, rank, _, _, _ = hot_order(field, node)
-    return pages, _hits_node(rank, np.cumsum(limits[order]), order)
 
 
 def rank_bins(read, write, npages, cuts, nbins: int):
@@ -243,27 +241,33 @@ def _stall(reads, writes, x, devices):
     return total
 
 
-def interleave(counts):
+def interleave(counts) -> RankMap:
     """Node of every rank: the bins in rank order, bin b holding counts[b, i] pages of
     node i, each node's spread evenly over the bin (so every node gets the bin's mean
     rates, as the shares assumed): node i's t-th page at key b + (t + 0.5) / counts[b, i],
     ranks in key order, the lower node first on a tie. Keys of bin b lie in (b, b + 1),
     so each bin is ordered on its own; a bin on one node is a run."""
     B, k = counts.shape
-    out = np.empty(int(counts.sum()), dtype=np.uint8)
-    lo = 0
+    lo, val, off, explicit = [], [], [], []
+    base = nexp = 0
     for b in range(B):
         c = counts[b]
         m = int(c.sum())
+        if m == 0:
+            continue
+        lo.append(base)
+        off.append(nexp)
         if np.count_nonzero(c) <= 1:
-            out[lo:lo + m] = int(np.argmax(c)) if m else 0
+            val.append(int(np.argmax(c)))
         else:
             nid = np.repeat(np.arange(k), c)
             t = np.arange(m) - np.repeat(np.cumsum(c) - c, c)
             key = b + (t + 0.5) / c[nid]
-            out[lo:lo + m] = nid.astype(np.uint8)[np.argsort(key, kind="stable")]
-        lo += m
-    return out
+            explicit.append(nid.astype(np.uint8)[np.argsort(key, kind="stable")])
+            val.append(-1)
+            nexp += m
+        base += m
+    return RankMap(lo, val, np.concatenate(explicit) if explicit else None, off)
 
 
 def round_shares(shares, npages, limits):
@@ -322,10 +326,9 @@ class Oracle(Policy):
         if sim.mem.allocated > limits.sum():
             limits = sim.mem.capacity.copy()
         if self.objective == "hits" or getattr(sim, "cache", None) is not None:
-            node = sim.mem.node
-            starts, first, before, _, _, npages = hot_pieces(sim.true_field, node)
-            dst = hits_by_rank(int(npages.sum()), np.cumsum(limits[order]), order)
-            pages, dst = _movers(node, starts, first, before, dst)
+            pieces = hot_pieces(sim.true_field, sim.mem)
+            ranks = hits_by_rank(int(pieces[-1].sum()), np.cumsum(limits[order]), order)
+            pages, dst = _movers(sim.mem, pieces, ranks)
         else:
             pages, dst = self._balanced(sim, order, limits)
         sim.teleport(pages, dst, reason="oracle")
@@ -333,8 +336,9 @@ class Oracle(Policy):
     def _balanced(self, sim, order, limits):
         """The throughput placement (module docstring); the hits placement when that is
         at least as fast once placed."""
-        field, node = sim.true_field, sim.mem.node
-        starts, firsts, before, read, write, npages = hot_pieces(field, node)
+        field, mem = sim.true_field, sim.mem
+        pieces = hot_pieces(field, mem)
+        read, write, npages = pieces[-3:]
         bounds = np.cumsum(limits[order])
         first, n, r, w = rank_bins(read, write, npages, bounds, self.bins)
         m, wl = sim.machine, sim.workload
@@ -349,20 +353,26 @@ class Oracle(Policy):
         shares, _ = balanced_shares(r, w, n, limits.astype(float), start, sim.predict,
                                     devices)
         self.solves += 1
-        total = int(npages.sum())
-        hits = _movers(node, starts, firsts, before, hits_by_rank(total, bounds, order))
-        placed = _movers(node, starts, firsts, before,
-                         interleave(round_shares(shares, n, limits)))
-        return self._best(sim, field, node, hits, placed)
+        hits = _movers(mem, pieces, hits_by_rank(int(npages.sum()), bounds, order))
+        placed = _movers(mem, pieces, interleave(round_shares(shares, n, limits)))
+        return self._best(sim, field, hits, placed)
 
     @staticmethod
-    def _best(sim, field, node, *candidates):
-        """The candidate placement ((pages that move, their nodes)) with the highest X."""
+    def _best(sim, field, *candidates):
+        """The candidate placement ((pages that move, their nodes)) with the highest X:
+        each one's per-node totals from the segments' block counts plus its moves."""
+        mem = sim.mem
+        k = sim.machine.nnodes
+        now = mem.range_counts(field.starts, field.ends)
         best, best_x = None, -1.0
         for pages, dst in candidates:
-            trial = node.copy()
-            trial[pages] = dst
-            x = sim.predict(*field.per_node_totals(trial, sim.machine.nnodes))[0]
+            seg = field.segment_of(pages)
+            ok = seg >= 0
+            key = seg[ok] * k
+            size = now.size
+            delta = np.bincount(key + dst[ok], minlength=size) \
+                - np.bincount(key + mem.node[pages[ok]], minlength=size)
+            x = sim.predict(*field.totals(now + delta.reshape(now.shape)))[0]
             if x > best_x:
                 best, best_x = (pages, dst), x
         return best
