@@ -419,7 +419,7 @@ def test_block_counts_answer_range_queries_as_the_page_map(seed, npages):
             mem.place_range(int(free[0]), int(e), int(rng.integers(k)))
         live = np.flatnonzero(mem.node != UNALLOC)
         if len(live):
-            pg = rng.choice(live, size=min(len(live), 50), replace=False)
+            pg = rng.choice(live, size=min(len(live), int(rng.integers(1, 400))), replace=False)
             mem.move(pg, mem.node[pg].copy(), rng.integers(0, k, len(pg)).astype(np.uint8))
         if rng.random() < 0.3:
             a, b = np.sort(rng.integers(0, npages + 1, 2))

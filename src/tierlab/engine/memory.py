@@ -92,16 +92,22 @@ class Memory:
         """pages[i] (distinct, on cur[i]) now on dsts[i]: the page map and the block
         counts."""
         self.node[pages] = dsts
-        k = self.machine.nnodes
-        flat = self.blocks.reshape(-1)
-        b = (pages // BLOCK) * k
-        if len(pages) * 8 < flat.size:  # few moves: scattered updates
-            np.subtract.at(flat, b + cur, 1)
-            np.add.at(flat, b + dsts, 1)
-        else:  # many: two counting passes beat ufunc.at's per-element cost
-            flat += (np.bincount(b + dsts, minlength=flat.size)
-                     - np.bincount(b + cur, minlength=flat.size)).astype(np.int32)
         self._cum = None
+        n = len(pages)
+        if n == 0:
+            return
+        k = self.machine.nnodes
+        lo, hi = int(pages.min()) // BLOCK, int(pages.max()) // BLOCK + 1
+        b = (pages // BLOCK - lo) * k
+        if n < 64 or (hi - lo) * k > 16 * n:  # few, scattered moves: per-element updates
+            flat = self.blocks.reshape(-1)
+            np.subtract.at(flat, b + lo * k + cur, 1)
+            np.add.at(flat, b + lo * k + dsts, 1)
+        else:  # counting passes over the blocks the moves span (a region's pages)
+            m = (hi - lo) * k
+            self.blocks[lo:hi] += (np.bincount(b + dsts, minlength=m)
+                                   - np.bincount(b + cur, minlength=m)).reshape(-1, k) \
+                .astype(np.int32)
 
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
                  value: int = 0):
