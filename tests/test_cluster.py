@@ -411,6 +411,16 @@ def test_signals_during_dask_calls_are_raised_between_them_not_inside():
     traceback when interrupted before its coroutine starts); a second signal raises at
     once; an ignored SIGINT stays ignored; the handlers are restored after."""
     from tierlab.sweep import Interrupted, _DeferredSignals
+    # as in an interactive shell, whatever this run inherited (a background job of a
+    # non-interactive shell starts with SIGINT ignored)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _deferred_signals(Interrupted, _DeferredSignals)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
+def _deferred_signals(Interrupted, _DeferredSignals):
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     with _DeferredSignals() as d:
         os.kill(os.getpid(), signal.SIGTERM)
