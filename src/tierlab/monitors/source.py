@@ -263,7 +263,8 @@ class RateSource(AccessSource):
         times = np.full(n, np.nan)
         if n == 0:
             return times, rem
-        done = np.zeros(n, dtype=bool)
+        done = []
+        lam = np.empty(n)
         for tab, wlo, dw in self._epochs(t0, float(t1)):
             if cache is not None and cache.get("tab") is tab and cache.get("n") == n:
                 rate = cache["rate"]
@@ -271,16 +272,22 @@ class RateSource(AccessSource):
                 rate = tab.page_rate(pages)
                 if cache is not None:
                     cache.update(tab=tab, rate=rate, n=n)
-            wlo = np.broadcast_to(wlo, (n,))
-            lam = rate * dw
-            hit = ~done & (rate > 0) & (lam >= rem)
-            if hit.any():
-                target = wlo[hit] + rem[hit] / rate[hit]
-                times[hit] = tl.time_at_work(target)
-                done |= hit
-            np.subtract(rem, lam, out=rem, where=~done)
-        rem[done] = 0.0
-        np.clip(times, t0, t1, out=times, where=done)
+            np.multiply(rate, dw, out=lam)
+            # pages done in an earlier epoch hold rem = inf meanwhile, so they are not
+            # hit again; a budget never reaches 0 unhit, so `rate > 0` is checked on the
+            # hits only
+            hit = np.flatnonzero(lam >= rem)
+            hit = hit[rate[hit] > 0]
+            if hit.shape[0]:
+                w = np.broadcast_to(wlo, (n,))[hit]
+                times[hit] = tl.time_at_work(w + rem[hit] / rate[hit])
+                rem[hit] = np.inf
+                done.append(hit)
+            np.subtract(rem, lam, out=rem)
+        if done:
+            hit = np.concatenate(done)
+            rem[hit] = 0.0
+            times[hit] = np.clip(times[hit], np.broadcast_to(t0, (n,))[hit], t1)
         return times, rem
 
 
