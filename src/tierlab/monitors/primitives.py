@@ -543,15 +543,18 @@ class HintFaults:
         if lazy:  # rates kept with the armed pages
             if getattr(self, "_rcache", None) is None:
                 self._rcache = {}
-            times, rem = self.source.first_access_lazy(self._pages, t0, now, self._rem,
-                                                       cache=self._rcache, inplace=True)
+            hit, ftimes, rem = self.source.first_access_lazy(
+                self._pages, t0, now, self._rem, cache=self._rcache, inplace=True,
+                sparse=True)
         else:
             times, rem = self.source.first_access_lazy(self._pages, t0, now, self._rem)
-        hit = ~np.isnan(times)
-        order = np.argsort(times[hit], kind="stable")
-        pages = self._pages[hit][order]
-        ftimes = times[hit][order]
-        latency = np.maximum(ftimes - self._arm[hit][order], 0.0)
+            hit = np.flatnonzero(~np.isnan(times))
+            ftimes = times[hit]
+        order = np.argsort(ftimes, kind="stable")
+        hit = hit[order]
+        pages = self._pages[hit]
+        ftimes = ftimes[order]
+        latency = np.maximum(ftimes - self._arm[hit], 0.0)
         self._rem = rem
         self._from = now
         if pages.shape[0] and lazy:
@@ -560,6 +563,8 @@ class HintFaults:
             if 4 * self._dead > self._pages.shape[0]:
                 self._live()
         elif pages.shape[0]:
-            self._take(~hit)
+            keep = np.ones(self._pages.shape[0], dtype=bool)
+            keep[hit] = False
+            self._take(keep)
         self.faults += int(pages.shape[0])
         return pages, ftimes, latency

@@ -246,12 +246,14 @@ class RateSource(AccessSource):
         order = np.argsort(times, kind="stable")
         return pages[order], np.clip(times[order], t0, t1)
 
-    def first_access_lazy(self, pages, t0, t1, remaining, cache=None, inplace=False):
+    def first_access_lazy(self, pages, t0, t1, remaining, cache=None, inplace=False,
+                          sparse=False):
         """`cache`: an optional dict the caller keeps with `pages` (cleared when they
         change); it holds the pages' rates under the last field seen, so repeated polls
         of the same armed pages skip the per-page segment search. `t0` may be one time
         for every page. `inplace`: `remaining` (float64) is updated in place and
-        returned, for a caller that replaces it anyway."""
+        returned, for a caller that replaces it anyway. `sparse`: return (indexes of
+        the pages hit, ascending; their times; remaining) instead of a time per page."""
         tl = self.timeline
         pages = np.asarray(pages, dtype=np.int64)
         n = pages.shape[0]
@@ -260,9 +262,12 @@ class RateSource(AccessSource):
         else:
             rem = np.array(remaining, dtype=float, copy=True).reshape(n)
         t0 = np.asarray(t0, dtype=float)
-        times = np.full(n, np.nan)
+        if sparse:
+            times = np.empty(0)
+        else:
+            times = np.full(n, np.nan)
         if n == 0:
-            return times, rem
+            return (np.zeros(0, np.int64), times, rem) if sparse else (times, rem)
         done = []
         lam = np.empty(n)
         for tab, wlo, dw in self._epochs(t0, float(t1)):
@@ -280,15 +285,22 @@ class RateSource(AccessSource):
             hit = hit[rate[hit] > 0]
             if hit.shape[0]:
                 w = np.broadcast_to(wlo, (n,))[hit]
-                times[hit] = tl.time_at_work(w + rem[hit] / rate[hit])
+                done.append((hit, tl.time_at_work(w + rem[hit] / rate[hit])))
                 rem[hit] = np.inf
-                done.append(hit)
             np.subtract(rem, lam, out=rem)
-        if done:
-            hit = np.concatenate(done)
-            rem[hit] = 0.0
-            times[hit] = np.clip(times[hit], np.broadcast_to(t0, (n,))[hit], t1)
-        return times, rem
+        if not done:
+            return (np.zeros(0, np.int64), times, rem) if sparse else (times, rem)
+        hit = np.concatenate([h for h, _ in done])
+        ht = np.concatenate([t for _, t in done])
+        rem[hit] = 0.0
+        ht = np.clip(ht, np.broadcast_to(t0, (n,))[hit], t1)
+        if not sparse:
+            times[hit] = ht
+            return times, rem
+        if len(done) > 1:
+            o = np.argsort(hit, kind="stable")
+            hit, ht = hit[o], ht[o]
+        return hit, ht, rem
 
 
 # -----------------------------------------------------------------------------------
