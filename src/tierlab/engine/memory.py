@@ -12,8 +12,9 @@ import numpy as np
 from ..machines import Machine
 
 UNALLOC = 255
-#: pages per block of the per-block node counts (`Memory.blocks`)
-BLOCK = 1024
+#: pages per block of the per-block node counts (`Memory.blocks`): one 2 MiB huge page
+#: of 4 KiB pages, so policies that keep per-huge-page state read them directly
+BLOCK = 512
 #: page indexes gathered per numpy pass (bounds the temporaries)
 _BATCH = 1 << 22
 
@@ -46,7 +47,7 @@ class Memory:
         #: pages of each node in each BLOCK-page block of addresses, kept through every
         #: placement, free and move, so counts over address ranges cost O(blocks +
         #: BLOCK per range end), not a pass over the pages (issue 17): 4 bytes per node
-        #: per 1024 pages
+        #: per 512 pages
         self.blocks = np.zeros((-(-self.npages // BLOCK), machine.nnodes), dtype=np.int32)
         self._cum = None
 

@@ -157,7 +157,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.memory import UNALLOC
+from ..engine.memory import BLOCK, UNALLOC
 from ..errors import TierlabError
 from ..monitors.pebs import Pebs, parse_core
 from ..units import PAGE, parse_duration, parse_flag, parse_size
@@ -206,6 +206,9 @@ def _pos_duration(v, what: str) -> float:
         raise TierlabError(f"bad memtis {what} {v!r}: expected a duration > 0")
     return s
 
+
+#: pages per pass of the whole-page-map loops (`histograms`, `_nalloc`)
+_CHUNK = 1 << 20
 
 def get_idx(counts) -> np.ndarray:
     """`get_idx`: floor(log2(count + 1)), capped at 15 (exact for counts < 2^53)."""
@@ -346,7 +349,8 @@ class Memtis(Policy):
         self.nh = nh
         self.cnt = np.zeros(nh * HP, dtype=np.int64)  # base page / subpage counts
         #: every 4 KiB page's cooling clock (a huge page's subpages carry its clock)
-        self.pclk = np.zeros(nh * HP, dtype=np.int64)
+        #: (4 bytes: a clock counts coolings)
+        self.pclk = np.zeros(nh * HP, dtype=np.int32)
         self.nall = np.zeros(nh, dtype=np.int64)  # allocated pages per huge page
         self.may_hot = np.zeros(nh * HP, dtype=bool)
         self.meta = np.zeros(nh, dtype=np.int64)  # huge pages' meta counts
@@ -409,7 +413,11 @@ class Memtis(Policy):
             self.skew[born] = 0
             self.meta[born] = hf
             self.hclk[born] = newc
-            idx = (born[:, None] * HP + self._ar).ravel()
+            # a new huge page's subpages outside [start, end) start at 0 (those inside
+            # are set below): only the two edge huge pages can have such subpages
+            edge = born[(born * HP < start) | ((born + 1) * HP > end)]
+            idx = (edge[:, None] * HP + self._ar).ravel()
+            idx = idx[(idx < start) | (idx >= end)]
             self.cnt[idx] = 0
             self.may_hot[idx] = False
             self.pclk[idx] = newc
@@ -552,8 +560,12 @@ class Memtis(Policy):
         return hs, hm, nall, bp, bc
 
     def _ntop(self) -> np.ndarray:
-        """Pages on the top node per huge page (a reshape of the page map)."""
-        node = self.sim.mem.node
+        """Pages on the top node per huge page: the engine's block counts when a block
+        is a huge page, else a reshape of the page map."""
+        mem = self.sim.mem
+        if getattr(mem, "blocks", None) is not None and BLOCK == HP:
+            return mem.blocks[:, self.top].astype(np.int64)
+        node = mem.node
         full = self.npages // HP
         out = np.zeros(self.nh, dtype=np.int64)
         out[:full] = np.count_nonzero(node[:full * HP].reshape(full, HP) == self.top,
@@ -566,6 +578,14 @@ class Memtis(Policy):
         node = self.sim.mem.node
         if hs.size == 0:
             return np.zeros(0, dtype=np.int64)
+        h0, h1 = int(hs[0]), int(hs[-1]) + 1
+        if h1 - h0 == hs.size and h1 * HP <= self.npages:  # a run: a reshape, no index
+            out = np.empty(hs.size, dtype=np.int64)
+            for a in range(h0, h1, _CHUNK // HP):
+                b = min(a + _CHUNK // HP, h1)
+                out[a - h0:b - h0] = np.count_nonzero(
+                    node[a * HP:b * HP].reshape(b - a, HP) != UNALLOC, axis=1)
+            return out
         idx = hs[:, None] * HP + self._ar
         nd = np.where(idx < self.npages, node[np.minimum(idx, self.npages - 1)], UNALLOC)
         return np.count_nonzero(nd != UNALLOC, axis=1)
@@ -576,14 +596,18 @@ class Memtis(Policy):
         hg = np.bincount(get_idx(hm), weights=nall, minlength=NBINS)[:NBINS]
         hg = hg + np.bincount(get_idx(bc), minlength=NBINS)[:NBINS]
         # every 4 KiB page by its own count; unallocated pages have count 0 (bin 0).
-        # The hot path of a run (every adaptation): lazy halving and get_idx inlined
-        d = self.clock - self.pclk
-        np.clip(d, 0, MAX_SHIFT, out=d)
-        pc = np.right_shift(self.cnt, d)
-        pc += 1
-        e = np.frexp(pc.astype(np.float64))[1]  # floor(log2(count + 1)) + 1
-        np.minimum(e, NBINS, out=e)
-        ebp = np.bincount(e, minlength=NBINS + 1)[1:NBINS + 1]
+        # The hot path of a run (every adaptation): lazy halving and get_idx inlined,
+        # in chunks so the temporaries stay small (and in cache)
+        ebp = np.zeros(NBINS + 1, dtype=np.int64)
+        for a in range(0, self.cnt.shape[0], _CHUNK):
+            d = self.clock - self.pclk[a:a + _CHUNK]
+            np.clip(d, 0, MAX_SHIFT, out=d)
+            pc = np.right_shift(self.cnt[a:a + _CHUNK], d)
+            pc += 1
+            e = np.frexp(pc.astype(np.float64))[1]  # floor(log2(count + 1)) + 1
+            np.minimum(e, NBINS, out=e)
+            ebp += np.bincount(e, minlength=NBINS + 1)
+        ebp = ebp[1:NBINS + 1]
         ebp[0] -= self.cnt.shape[0] - int(self.nall.sum())
         return hg.astype(np.int64), ebp.astype(np.int64)
 

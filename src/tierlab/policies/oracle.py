@@ -24,7 +24,7 @@ node counts, `Memory.blocks`), the desired node per rank as runs (`RankMap`), an
 movers are found by splitting pieces at run starts and reading only the blocks that
 hold pages off their part's node (`_movers`); the candidates are compared on per-segment
 counts plus their moves (`_best`). So a change costs O(segments x nodes + blocks +
-pages moved + pages of bins spread over several nodes), blocks being 1024 pages. At
+pages moved + pages of bins spread over several nodes), blocks being 512 pages. At
 512 GiB with 10x the updates (benchmarks/bench_memsim.py) this took the oracle from 7.0
 to 0.5 s of CPU, results identical.
 
