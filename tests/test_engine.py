@@ -38,7 +38,8 @@ def check_invariants(sim):
     k = sim.machine.nnodes
     counts = np.bincount(mem.node, minlength=256)
     assert np.array_equal(counts[:k], mem.used), "used[] disagrees with the page map"
-    assert np.array_equal(sim.shadow_frames(), mem.held), "held[] is not the shadow frames"
+    frames = sim.shadows.per_node() if sim.shadows is not None else np.zeros(k, np.int64)
+    assert np.array_equal(frames, mem.held), "held[] is not the shadow frames"
     assert np.all(mem.used + mem.held <= mem.capacity), "a node is over capacity"
     if sim.shadows is not None:
         live = sim.shadows.node != UNALLOC

@@ -180,3 +180,24 @@ def test_nomad_is_deterministic_per_seed():
 def test_bad_parameters_name_the_value(spec):
     with pytest.raises(TierlabError, match="nomad"):
         POLICIES.create(spec)
+
+
+def test_a_page_shadowed_hundreds_of_times_keeps_one_live_entry():
+    """Read-only pages promoted by TPM and demoted by remap 300 times (each a new shadow
+    generation, past the one-byte counter's wrap): the frames held stay those of the
+    live shadows, no stale entry comes back, and the entries stay bounded."""
+    def cycle(sim):
+        sim.migrate(np.flatnonzero(sim.node_of(np.arange(2400)) == 0)[:50], 1)
+        remapped = 0 if sim.shadows is None else sim.shadows.remapped
+        for _ in range(300):
+            assert sim.migrate_tpm(HOT[:50], 0) == (50, 0)
+            assert sim.migrate(HOT[:50], 1) == 50
+        sim.migrate_tpm(HOT[:50], 0)
+        return (sim.shadows.remapped - remapped, sim.shadows.per_node().copy(),
+                sim.mem.held.copy(), len(sim.shadows.pages))
+
+    sim, out = run_scripted({0.01: cycle}, write_frac=0.0)
+    remapped, frames, held, entries = out[0.01]
+    assert remapped == 300 * 50
+    assert list(frames) == list(held) == [0, 50]
+    assert entries <= 2 * 50

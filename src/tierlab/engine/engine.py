@@ -384,11 +384,8 @@ class Simulation(PolicyBackend):
         rp, rc, rs = pages[down], cur[down], sh[down]
         n = len(rp)
         if n:
-            k = self.machine.nnodes
-            self.shadows.node[rp] = UNALLOC
-            self.mem.held -= np.bincount(rs, minlength=256)[:k]  # the frame is reused
+            self.shadows.remap(rp, rs)
             self._relocate(rp, rc, rs, reason or "shadow-remap", copy=False)
-            self.shadows.remapped += n
             if not self.policy.free_migrations:
                 self._shootdowns(n)
         self.shadows.drop(pages[has & ~down])
@@ -431,10 +428,9 @@ class Simulation(PolicyBackend):
         return len(pages), int((~ok).sum())
 
     def shadow_frames(self) -> np.ndarray:
-        """Shadow frames (NOMAD) held on each node (`mem.held`)."""
-        if self.shadows is None:
-            return np.zeros(self.machine.nnodes, dtype=np.int64)
-        return self.shadows.per_node()
+        """Shadow frames (NOMAD) held on each node (`mem.held`, kept at every shadow
+        created or freed; `ShadowCopies.per_node` recounts them)."""
+        return self.mem.held.copy()
 
     def _shadow_tick(self, now: float) -> None:
         """Writes to shadowed pages since the last tick: each takes a write-protect

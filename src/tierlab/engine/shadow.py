@@ -38,8 +38,14 @@ class ShadowCopies:
         self.sim = sim
         mem = sim.mem
         self.node = np.full(mem.npages, UNALLOC, dtype=np.uint8)  #: shadow's node per page
+        #: each page's shadow generation (bumped at every new shadow): an entry of
+        #: `pages` is live only while its page's shadow is there and of its generation,
+        #: so a page shadowed again needs no search for its old entry
+        self.gen = np.zeros(mem.npages, dtype=np.uint8)
         self.pages = np.zeros(0, dtype=np.int64)  #: live (or stale) shadowed pages
+        self.egen = np.zeros(0, dtype=np.uint8)  #: the generation of each entry
         self.expire = np.zeros(0)  #: work at which each one is first written
+        self._dead = 0  #: entries known stale (compacted once a quarter of them)
         self.rng = sim.rng_for("nomad-shadows")
         self.created = 0
         self.remapped = 0
@@ -51,11 +57,16 @@ class ShadowCopies:
         self.tpm_failed = 0
 
     # -- bookkeeping -------------------------------------------------------------------
+    def _live(self) -> np.ndarray:
+        p = self.pages
+        return (self.node[p] != UNALLOC) & (self.gen[p] == self.egen)
+
     def per_node(self) -> np.ndarray:
-        """Shadow frames held on each node."""
+        """Shadow frames held on each node, recounted from the live entries (the engine
+        keeps the same counts incrementally in `mem.held`)."""
         k = self.sim.machine.nnodes
-        live = self.node[self.pages] if self.pages.size else self.node[:0]
-        return np.bincount(live[live != UNALLOC], minlength=256)[:k]
+        live = self.node[self.pages[self._live()]]
+        return np.bincount(live, minlength=256)[:k]
 
     def _first_write(self, pages) -> np.ndarray:
         """Work until each page's next write (Exp with the page's write rate)."""
@@ -68,13 +79,14 @@ class ShadowCopies:
         """Keep the old frames of `pages` (on nodes `src`) as their shadows."""
         if len(pages) == 0:
             return
-        stale = np.isin(self.pages, pages)
-        if stale.any():
-            self.pages, self.expire = self.pages[~stale], self.expire[~stale]
+        # a wrap could revive a stale entry: then none may be left
+        self._compact(force=bool((self.gen[pages] == 255).any()))
+        self.gen[pages] += 1
         self.node[pages] = src
         k = self.sim.machine.nnodes
         self.sim.mem.held += np.bincount(src, minlength=256)[:k]
         self.pages = np.concatenate((self.pages, pages))
+        self.egen = np.concatenate((self.egen, self.gen[pages]))
         self.expire = np.concatenate((self.expire, self._first_write(pages)))
         self.created += len(pages)
 
@@ -91,12 +103,28 @@ class ShadowCopies:
             self.sim.mem.held -= np.bincount(sn[has], minlength=256)[:k]
             self.node[pages[has]] = UNALLOC
             self.dropped[count] += n
+            self._dead += n  # each had one live entry
         return n
 
-    def _compact(self) -> None:
-        live = self.node[self.pages] != UNALLOC
+    def remap(self, pages, nodes) -> None:
+        """`pages` are demoted onto their shadows (on `nodes`): the frames become the
+        pages' own again."""
+        k = self.sim.machine.nnodes
+        self.node[pages] = UNALLOC
+        self.sim.mem.held -= np.bincount(nodes, minlength=256)[:k]
+        self.remapped += len(pages)
+        self._dead += len(pages)
+
+    def _compact(self, force: bool = False) -> None:
+        """Drop the stale entries: all of them when forced, else once they are a
+        quarter of the entries (each pass is over every entry)."""
+        if not force and 4 * self._dead <= self.pages.shape[0]:
+            return
+        live = self._live()
         if not live.all():
-            self.pages, self.expire = self.pages[live], self.expire[live]
+            self.pages, self.egen, self.expire = \
+                self.pages[live], self.egen[live], self.expire[live]
+        self._dead = 0
 
     # -- events ------------------------------------------------------------------------
     def expire_writes(self) -> int:
@@ -105,14 +133,18 @@ class ShadowCopies:
         if self.pages.size == 0:
             return 0
         self._compact()
-        hit = self.expire <= self.sim.work
-        if not hit.any():
+        hit = np.flatnonzero(self.expire <= self.sim.work)
+        if hit.shape[0] == 0:
             return 0
-        return self.drop(self.pages[hit], "write")
+        p = self.pages[hit]
+        p = p[(self.node[p] != UNALLOC) & (self.gen[p] == self.egen[hit])]
+        # a dropped entry is not counted twice: expired entries are pushed out of reach
+        self.expire[hit] = np.inf
+        return self.drop(p, "write")
 
     def redraw(self) -> None:
         """The field changed: draw each live shadow's first write again."""
-        self._compact()
+        self._compact(force=True)
         if self.pages.size:
             self.expire = self._first_write(self.pages)
 
@@ -121,8 +153,8 @@ class ShadowCopies:
         if n <= 0 or self.pages.size == 0:
             return 0
         self._compact()
-        on = self.pages[self.node[self.pages] == node][:int(n)]
-        return self.drop(on, "reclaimed")
+        on = self.pages[(self.node[self.pages] == node) & (self.gen[self.pages] == self.egen)]
+        return self.drop(on[:int(n)], "reclaimed")
 
     def tpm_outcome(self, pages, copy_s: float, retries: int):
         """Which transactions of `pages` commit within `retries` attempts of `copy_s`
