@@ -435,6 +435,8 @@ def test_block_counts_answer_range_queries_as_the_page_map(seed, npages):
     if len(live):
         g = rng.integers(0, len(live), 10)
         assert np.array_equal(mem.select_allocated(g), live[g])
+    for i in range(k):
+        assert np.array_equal(mem.pages_of(i), np.flatnonzero(mem.node == i))
     nodes = rng.integers(0, k, len(s))
     got, part = mem.pages_not_on(s, e, nodes)
     want = [np.flatnonzero((mem.node[x:y] != UNALLOC) & (mem.node[x:y] != n)) + x

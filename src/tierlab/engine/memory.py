@@ -226,6 +226,19 @@ class Memory:
             out[i] = a + int(hit[int(g[i] - alloc[b[i]])])
         return out
 
+    def pages_of(self, node: int) -> np.ndarray:
+        """The pages on `node`, in address order: only blocks holding some are read."""
+        hit = np.flatnonzero(self.blocks[:, node] > 0)
+        if 2 * hit.shape[0] > self.blocks.shape[0]:
+            return np.flatnonzero(self.node == node)
+        out = []
+        step = _BATCH // 4 // BLOCK
+        for a in range(0, hit.shape[0], step):
+            idx = (hit[a:a + step, None] * BLOCK + np.arange(BLOCK)).ravel()
+            idx = idx[idx < self.npages]
+            out.append(idx[self.node[idx] == node])
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
     def pages_not_on(self, starts, ends, nodes):
         """Allocated pages in each [starts[i], ends[i]) not on nodes[i], in range then
         address order, and the range of each. Only blocks holding such pages are read:

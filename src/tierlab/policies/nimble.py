@@ -182,8 +182,11 @@ class Nimble(Policy):
         self.path = list(sim.machine.demotion)
         #: when each page last entered its LRU list (its head), and when its accessed
         #: bits were last cleared by page_referenced
-        self.inserted = np.zeros(n)
-        self.checked = np.zeros(n)
+        #: (as indexes into `times`, the distinct event times so far: 2 bytes per page
+        #: instead of 8, and the stable sort by insertion a radix sort)
+        self.inserted = np.zeros(n, dtype=np.uint16)
+        self.checked = np.zeros(n, dtype=np.uint16)
+        self.times = [0.0]
         #: the syscall's work left: decisions and copies, FIFO (`_Stage`)
         self.queue: list = []
         self.pending = False  # a SIGALRM arrived while the syscall was copying
@@ -202,14 +205,25 @@ class Nimble(Policy):
         """lru_cache_add: a first-touched page enters its inactive list's head, its
         accessed bit set by the touch (cleared 'at' allocation)."""
         now = self.sim.now
-        self.inserted[start:end] = now
-        self.checked[start:end] = now
+        t = self._at(now)
+        self.inserted[start:end] = t
+        self.checked[start:end] = t
+
+    def _at(self, now: float) -> int:
+        """The index of time `now` in `times` (event times never decrease); past 2^16
+        distinct times the per-page indexes widen to 4 bytes."""
+        if now != self.times[-1]:
+            self.times.append(float(now))
+            if len(self.times) > 2 ** 16 and self.inserted.dtype == np.uint16:
+                self.inserted = self.inserted.astype(np.uint32)
+                self.checked = self.checked.astype(np.uint32)
+        return len(self.times) - 1
 
     # -- the lists ------------------------------------------------------------------
     def _list(self, node: int, active: bool) -> np.ndarray:
         """The pages of one list, tail (oldest insertion) first."""
         sim = self.sim
-        pages = np.flatnonzero(sim.mem.node == node)
+        pages = sim.mem.pages_of(node)
         act = (sim.lru.flags[pages] & ACTIVE) != 0
         pages = pages[act] if active else pages[~act]
         return pages[np.argsort(self.inserted[pages], kind="stable")]
@@ -217,8 +231,9 @@ class Nimble(Policy):
     def _referenced(self, pages, now) -> np.ndarray:
         """page_referenced: were the accessed bits set since they were last cleared?
         Clears them (the checked time becomes now)."""
-        ref = self.sim.bits.test_since(0, pages, self.checked[pages], now)
-        self.checked[pages] = now
+        ref = self.sim.bits.test_since(0, pages, np.asarray(self.times)[self.checked[pages]],
+                                       now)
+        self.checked[pages] = self._at(now)
         return ref
 
     def _age(self, node: int, now: float) -> None:
@@ -235,14 +250,14 @@ class Nimble(Policy):
         lru.activate(up)  # (the engine's activate clears PG_referenced: set it again)
         flags[scan[ref]] |= REFERENCED
         flags[scan[~ref]] &= ~np.uint8(REFERENCED)
-        self.inserted[scan] = now
+        self.inserted[scan] = self._at(now)
         active = self._list(node, True)
         dscan = active[: len(active) // 2]
         self._referenced(dscan, now)
         keep = flags[dscan] & REFERENCED
         lru.deactivate(dscan)  # every anonymous page; PG_referenced as it was
         flags[dscan] |= keep
-        self.inserted[dscan] = now
+        self.inserted[dscan] = self._at(now)
         n = len(scan) + len(dscan)
         self.c["scanned"] += n
         self.c["activated"] += len(up)
@@ -307,7 +322,7 @@ class Nimble(Policy):
             if st.kind == "exchange":
                 b = st.b[st.done: st.done + n]
                 got = sim.exchange(a, b, reason="exchange")
-                self.inserted[b] = now
+                self.inserted[b] = self._at(now)
                 c["exchanged"] += got
             elif st.kind == "out":
                 got = sim.migrate(a, st.dst, reason="demote")
@@ -317,7 +332,7 @@ class Nimble(Policy):
                 got = sim.migrate(a, st.dst, reason="promote")
                 c["promoted"] += got
                 c["put_back"] += n - got
-            self.inserted[a] = now
+            self.inserted[a] = self._at(now)
             self.credit -= n * per_page
             self.copy_seconds += n * per_page
             st.done += n
@@ -328,7 +343,7 @@ class Nimble(Policy):
 
     def _put_back(self, pages, now: float) -> None:
         """putback_lru_page: back to the head of their list."""
-        self.inserted[pages] = now
+        self.inserted[pages] = self._at(now)
         self.c["put_back"] += len(pages)
 
     def _limit(self, node: int) -> int:
