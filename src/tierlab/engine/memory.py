@@ -75,16 +75,20 @@ class Memory:
 
     def release_range(self, start: int, end: int) -> np.ndarray:
         """Free pages [start, end); returns the count freed per node."""
-        seg = self.node[start:end]
         k = self.machine.nnodes
-        freed = np.bincount(seg, minlength=256)[:k]
-        if freed.any():
-            b0 = start // BLOCK
-            key = (np.arange(start, end) // BLOCK - b0) * (k + 1) + np.minimum(seg, k)
-            per = np.bincount(key, minlength=((end - 1) // BLOCK + 1 - b0) * (k + 1))
-            self.blocks[b0:(end - 1) // BLOCK + 1] -= \
-                per.reshape(-1, k + 1)[:, :k].astype(np.int32)
-            self._cum = None
+        freed = np.zeros(k, dtype=np.int64)
+        pos = start  # in batches of pages ending at block bounds: bounded temporaries
+        while pos < end:
+            e = min(end, pos - pos % BLOCK + _BATCH)
+            b0 = pos // BLOCK
+            key = (np.arange(pos, e) // BLOCK - b0) * (k + 1) + np.minimum(self.node[pos:e], k)
+            per = np.bincount(key, minlength=((e - 1) // BLOCK + 1 - b0) * (k + 1))
+            per = per.reshape(-1, k + 1)[:, :k]
+            self.blocks[b0:(e - 1) // BLOCK + 1] -= per.astype(np.int32)
+            freed += per.sum(axis=0)
+            pos = e
+        self._cum = None
+        seg = self.node[start:end]
         seg[:] = UNALLOC
         self.used -= freed
         return freed
