@@ -1,6 +1,7 @@
 """Sample where a hotcold process's hot and cold ranges live, and the tiering counters.
 
     python3 placement.py --ready FILE_OR_JSON [--pid PID] [--interval-ms 500] [--prefix P]
+        [--until-hot-on N0 --until-fraction 0.9 --after 5]
 
 --ready is hotcold's ready line (a file, waited for, or the JSON text); it gives the pid and
 the [start, end) of both ranges. While the pid lives, every interval prints one JSON line:
@@ -98,12 +99,18 @@ def main(argv=None) -> int:
     ap.add_argument("--prefix", default="", help="printed before every JSON line")
     ap.add_argument("--kind", default="", help='add "kind": KIND as the first key')
     ap.add_argument("--count", type=int, default=0, help="stop after this many samples (0: until exit)")
+    ap.add_argument("--until-hot-on", default="", metavar="NODE",
+                    help="stop once --until-fraction of the hot range's pages are on NODE "
+                         "(N0, ...) and --after more samples are taken: an event, not a time")
+    ap.add_argument("--until-fraction", type=float, default=0.9)
+    ap.add_argument("--after", type=int, default=5)
     a = ap.parse_args(argv)
     ready = load_ready(a.ready)
     pid = a.pid or ready["pid"]
     ranges = {"hot": tuple(ready["hot"]), "cold": tuple(ready["cold"])}
     nodes = memory_nodes()
     t0, n = None, 0
+    reached = None  # samples taken when the hot range first reached the fraction
     period = a.interval_ms / 1000.0
     next_t = time.monotonic()
     while True:
@@ -123,6 +130,13 @@ def main(argv=None) -> int:
         print(a.prefix + json.dumps(rec, separators=(",", ":")), flush=True)
         n += 1
         if a.count and n >= a.count:
+            break
+        if a.until_hot_on and reached is None:
+            hot = rec.get("hot", {})
+            total = sum(hot.values())
+            if total and hot.get(a.until_hot_on, 0) >= a.until_fraction * total:
+                reached = n
+        if reached is not None and n - reached >= a.after:
             break
         next_t += period
         time.sleep(max(0.0, next_t - time.monotonic()))

@@ -18,7 +18,9 @@ import pytest
 pytestmark = [pytest.mark.guest("kernel-tiering")]
 
 #: no time bound of its own: guest time under TCG stretches with the host's load (a run
-#: beside two busy loops reached 90% at 15.1 s, another at 8 s); the run's end is the bound
+#: beside two busy loops reached 90% at 15.1 s, another at 8 s; a fixed 20 s run missed it
+#: beside four busy jobs). The scenario samples until MOST is reached and 5 samples more
+#: (an event), with 240 s of hotcold as the cap
 MOST = 0.90
 
 
@@ -99,7 +101,8 @@ def test_workload_contents_intact(guest_run):
     done = guest_run.one("hotcold", event="done")
     assert done is not None, guest_run.explain()
     assert done["checksum"] == "ok" and done["bad_pages"] == 0 and done["read_bad"] == 0, done
-    assert done["stopped"] is False and done["ops"] > 0, done
+    # stopped by SIGTERM once the placement reached MOST (the event), not at the cap
+    assert done["stopped"] is True and done["ops"] > 0, done
     assert guest_run.one("hotcold-exit")["rc"] == 0
     (harness.LOGS / "kernel-tiering-timeline.json").write_text(json.dumps(
         {"log": str(guest_run.log_path), "timeline": _timeline(guest_run)}, indent=1))
