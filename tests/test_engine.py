@@ -407,7 +407,7 @@ def test_block_counts_answer_range_queries_as_the_page_map(seed, npages):
     range counts, prefix counts, k-th allocated page and pages-not-on-a-node as reading
     the page map."""
     rng = np.random.default_rng(seed)
-    m = small_machine(dram_pages=8 * npages, slow_pages=8 * npages, tiers=4)  # moves skip `used`
+    m = small_machine(dram_pages=8 * npages, slow_pages=8 * npages, tiers=4)
     mem = Memory(m, npages)
     k = m.nnodes
     for _ in range(6):

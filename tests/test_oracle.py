@@ -162,7 +162,11 @@ def test_movers_from_the_block_counts_equal_a_page_by_page_placement(seed):
         r, _ = f.rate_of(live)
         w = f.rate_of(live)[1]
         order = live[np.argsort(-(r + w), kind="stable")]
-        want = ranks.at(np.arange(total))
+        want = np.empty(total, dtype=np.uint8)  # every rank's node, from the runs
+        for j, lo in enumerate(ranks.lo):
+            hi = ranks.lo[j + 1] if j + 1 < len(ranks.lo) else total
+            want[lo:hi] = ranks.val[j] if ranks.val[j] >= 0 else \
+                ranks.explicit[ranks.off[j]:ranks.off[j] + hi - lo]
         desired = np.empty(n, dtype=np.uint8)
         desired[order] = want
         mv = live[mem.node[live] != desired[live]]

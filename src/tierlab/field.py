@@ -25,17 +25,45 @@ def uniq(a, counts: bool = False):
     return u, np.diff(np.concatenate((idx, [len(a)])))
 
 
-#: pages per bincount pass in `per_node_totals`: bincount widens its input to int64,
+#: pages per bincount pass in `range_node_counts`: bincount widens its input to int64,
 #: so a 5 TiB segment (1.3e9 pages) in one pass would need 10 GB (DESIGN.md: < 4 GiB)
 _CHUNK = 1 << 24
 
 
-def _node_counts(node: np.ndarray, s: int, e: int, nnodes: int) -> np.ndarray:
-    """Pages of node[s:e] on each node 0..nnodes-1, and (last) unallocated ones."""
-    out = np.zeros(nnodes + 1, dtype=np.int64)
-    for a in range(s, e, _CHUNK):
-        out += np.bincount(np.minimum(node[a:min(a + _CHUNK, e)], nnodes),
-                           minlength=nnodes + 1)
+def gather_ranges(starts, ends, batch: int | None = None):
+    """The addresses of ranges [starts[i], ends[i]) in batches of about `batch`
+    (default `_CHUNK`): yields (i, j, idx, row): ranges i..j-1, their addresses in order
+    and each address's range less i (a range longer than a batch comes alone, in
+    parts)."""
+    batch = batch or _CHUNK
+    starts = np.asarray(starts, dtype=np.int64)
+    ln = np.asarray(ends, dtype=np.int64) - starts
+    cum = np.cumsum(ln)
+    i = 0
+    while i < len(starts):
+        base = int(cum[i - 1]) if i else 0
+        j = max(int(np.searchsorted(cum, base + batch, side="right")), i + 1)
+        if j == i + 1 and ln[i] > batch:
+            e = int(starts[i] + ln[i])
+            for a in range(int(starts[i]), e, batch):
+                idx = np.arange(a, min(a + batch, e), dtype=np.int64)
+                yield i, j, idx, np.zeros(len(idx), dtype=np.int64)
+        else:
+            part = ln[i:j]
+            offs = np.repeat(starts[i:j] - (np.cumsum(part) - part), part)
+            yield i, j, np.arange(int(part.sum()), dtype=np.int64) + offs, \
+                np.repeat(np.arange(j - i, dtype=np.int64), part)
+        i = j
+
+
+def range_node_counts(node: np.ndarray, starts, ends, nnodes: int,
+                      batch: int | None = None) -> np.ndarray:
+    """Pages of each range [starts[i], ends[i]) of a per-page node map on each node
+    0..nnodes-1 and (last column) unallocated (node >= nnodes), in batched passes."""
+    out = np.zeros((len(starts), nnodes + 1), dtype=np.int64)
+    for i, j, idx, row in gather_ranges(starts, ends, batch):
+        out[i:j] += np.bincount(row * (nnodes + 1) + np.minimum(node[idx], nnodes),
+                                minlength=(j - i) * (nnodes + 1)).reshape(j - i, nnodes + 1)
     return out
 
 
@@ -202,25 +230,7 @@ class RateField:
         pages the segments cover (the reference for the engine's `totals` of the
         block counts, `Memory.range_counts`).
         """
-        k = nnodes + 1  # column nnodes collects unallocated pages (node value 255)
-        n = self.nsegments
-        lengths = (self.ends - self.starts).astype(np.int64)
-        counts = np.zeros((n, k), dtype=np.int64)
-        cum = np.cumsum(lengths)
-        i = 0
-        while i < n:  # batches of whole segments covering at most _CHUNK pages
-            base = int(cum[i - 1]) if i else 0
-            j = max(int(np.searchsorted(cum, base + _CHUNK, side="right")), i + 1)
-            if j == i + 1:
-                counts[i] = _node_counts(node, int(self.starts[i]), int(self.ends[i]), nnodes)
-            else:
-                ln = lengths[i:j]
-                offs = np.repeat(self.starts[i:j] - (np.concatenate(([0], np.cumsum(ln)[:-1]))),
-                                 ln)
-                idx = np.minimum(node[np.arange(int(ln.sum()), dtype=np.int64) + offs], nnodes)
-                seg = np.repeat(np.arange(j - i, dtype=np.int64), ln)
-                counts[i:j] = np.bincount(seg * k + idx, minlength=(j - i) * k).reshape(j - i, k)
-            i = j
+        counts = range_node_counts(node, self.starts, self.ends, nnodes)
         return self.totals(counts[:, :nnodes])
 
     def totals(self, counts: np.ndarray):

@@ -525,7 +525,6 @@ class Simulation(PolicyBackend):
         counts, per-node rates, promotion/demotion/ping-pong counts, copy traffic."""
         k = self.machine.nnodes
         self.mem.move(pages, cur, dsts)
-        self.mem.used += np.bincount(dsts, minlength=256)[:k] - np.bincount(cur, minlength=256)[:k]
         self.lru.on_moves(pages, cur, dsts)
         r, w = self.timeline.field.rate_of(pages)
         self._reads += np.bincount(dsts, r, 256)[:k] - np.bincount(cur, r, 256)[:k]

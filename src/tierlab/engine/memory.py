@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..field import gather_ranges, range_node_counts
 from ..machines import Machine
 
 UNALLOC = 255
@@ -94,14 +95,15 @@ class Memory:
         return freed
 
     def move(self, pages: np.ndarray, cur: np.ndarray, dsts: np.ndarray) -> None:
-        """pages[i] (distinct, on cur[i]) now on dsts[i]: the page map and the block
-        counts."""
+        """pages[i] (distinct, on cur[i]) now on dsts[i]: the page map, the pages per
+        node and the block counts."""
         self.node[pages] = dsts
         self._cum = None
         n = len(pages)
         if n == 0:
             return
         k = self.machine.nnodes
+        self.used += np.bincount(dsts, minlength=256)[:k] - np.bincount(cur, minlength=256)[:k]
         lo, hi = int(pages.min()) // BLOCK, int(pages.max()) // BLOCK + 1
         b = (pages // BLOCK - lo) * k
         if n < 64 or (hi - lo) * k > 16 * n:  # few, scattered moves: per-element updates
@@ -150,44 +152,16 @@ class Memory:
             np.cumsum(self.blocks, axis=0, out=self._cum[1:])
         return self._cum
 
-    def _gather(self, starts, ends):
-        """The addresses of ranges [starts[i], ends[i]) in batches of about _BATCH:
-        yields (i, j, idx, row): ranges i..j-1, their addresses in order and each
-        address's range less i (a range longer than a batch comes alone, in parts)."""
-        starts = np.asarray(starts, dtype=np.int64)
-        ln = np.asarray(ends, dtype=np.int64) - starts
-        cum = np.cumsum(ln)
-        i = 0
-        while i < len(starts):
-            base = int(cum[i - 1]) if i else 0
-            j = max(int(np.searchsorted(cum, base + _BATCH, side="right")), i + 1)
-            if j == i + 1 and ln[i] > _BATCH:
-                e = int(starts[i] + ln[i])
-                for a in range(int(starts[i]), e, _BATCH):
-                    idx = np.arange(a, min(a + _BATCH, e), dtype=np.int64)
-                    yield i, j, idx, np.zeros(len(idx), dtype=np.int64)
-            else:
-                part = ln[i:j]
-                offs = np.repeat(starts[i:j] - (np.cumsum(part) - part), part)
-                yield i, j, np.arange(int(part.sum()), dtype=np.int64) + offs, \
-                    np.repeat(np.arange(j - i, dtype=np.int64), part)
-            i = j
-
     def _direct_counts(self, starts, ends) -> np.ndarray:
         """Pages per node (last column: unallocated) in each [starts[i], ends[i]), read
         from the page map."""
-        k = self.machine.nnodes
-        out = np.zeros((len(starts), k + 1), dtype=np.int64)
-        for i, j, idx, row in self._gather(starts, ends):
-            out[i:j] += np.bincount(row * (k + 1) + np.minimum(self.node[idx], k),
-                                    minlength=(j - i) * (k + 1)).reshape(j - i, k + 1)
-        return out
+        return range_node_counts(self.node, starts, ends, self.machine.nnodes, _BATCH)
 
     def allocated_in(self, starts, ends):
         """The allocated pages of each [starts[i], ends[i]) in address order, and how
         many each range holds."""
         pages, n = [], np.zeros(len(starts), dtype=np.int64)
-        for i, j, idx, row in self._gather(starts, ends):
+        for i, j, idx, row in gather_ranges(starts, ends, _BATCH):
             ok = self.node[idx] != UNALLOC
             pages.append(idx[ok])
             n[i:j] += np.bincount(row[ok], minlength=j - i)

@@ -210,6 +210,7 @@ def _pos_duration(v, what: str) -> float:
 #: pages per pass of the whole-page-map loops (`histograms`, `_nalloc`)
 _CHUNK = 1 << 20
 
+
 def get_idx(counts) -> np.ndarray:
     """`get_idx`: floor(log2(count + 1)), capped at 15 (exact for counts < 2^53)."""
     c = np.asarray(counts, dtype=np.int64) + 1

@@ -220,11 +220,9 @@ class Nimble(Policy):
         return len(self.times) - 1
 
     # -- the lists ------------------------------------------------------------------
-    def _list(self, node: int, active: bool) -> np.ndarray:
-        """The pages of one list, tail (oldest insertion) first."""
-        sim = self.sim
-        pages = sim.mem.pages_of(node)
-        act = (sim.lru.flags[pages] & ACTIVE) != 0
+    def _list(self, pages, active: bool) -> np.ndarray:
+        """The pages of one list among a node's `pages`, tail (oldest insertion) first."""
+        act = (self.sim.lru.flags[pages] & ACTIVE) != 0
         pages = pages[act] if active else pages[~act]
         return pages[np.argsort(self.inserted[pages], kind="stable")]
 
@@ -242,7 +240,8 @@ class Nimble(Policy):
         lru = sim.lru
         flags = lru.flags
         cpu0 = sim.bits.cpu_seconds
-        inactive = self._list(node, False)
+        on = sim.mem.pages_of(node)  # no page moves while the lists age
+        inactive = self._list(on, False)
         scan = inactive[: len(inactive) // 2]
         ref = self._referenced(scan, now)
         had = (flags[scan] & REFERENCED) != 0
@@ -251,7 +250,7 @@ class Nimble(Policy):
         flags[scan[ref]] |= REFERENCED
         flags[scan[~ref]] &= ~np.uint8(REFERENCED)
         self.inserted[scan] = self._at(now)
-        active = self._list(node, True)
+        active = self._list(on, True)
         dscan = active[: len(active) // 2]
         self._referenced(dscan, now)
         keep = flags[dscan] & REFERENCED
@@ -359,15 +358,16 @@ class Nimble(Policy):
         free = limit - int(sim.mem.used[fast])
         nr = limit if self.nr_pages is None else min(
             limit, max(int(round(self.nr_pages * sim.scale)), 1))
-        hot_list = self._list(slow, True)
-        cold_list = self._list(fast, False)
+        on_slow = sim.mem.pages_of(slow)
+        hot_list = self._list(on_slow, True)
+        cold_list = self._list(sim.mem.pages_of(fast), False)
         self.hot_last += len(hot_list)
         self.cold_last += len(cold_list)
         if 0 < free and nr < free:
             # ISOLATE_HOT_AND_COLD_PAGES: up to nr from the inactive list, then up to nr
             # more from the active one (isolate_pages_from_lru_list stops early only
             # once more than nr are taken)
-            hot = np.concatenate((self._list(slow, False)[:nr], hot_list[:nr]))
+            hot = np.concatenate((self._list(on_slow, False)[:nr], hot_list[:nr]))
         else:
             hot = hot_list[:nr]
         c["hot_isolated"] += len(hot)

@@ -81,15 +81,6 @@ class RankMap:
     def run_of(self, rank) -> np.ndarray:
         return np.searchsorted(self.lo, rank, side="right") - 1
 
-    def at(self, rank) -> np.ndarray:
-        """The node of each rank."""
-        rank = np.asarray(rank, dtype=np.int64)
-        j = self.run_of(rank)
-        v = self.val[j]
-        mixed = v < 0
-        v[mixed] = self.explicit[self.off[j[mixed]] + rank[mixed] - self.lo[j[mixed]]]
-        return v.astype(np.uint8)
-
 
 def hits_by_rank(total: int, bounds, order) -> RankMap:
     """The hits placement: `order`'s nodes filled up to cumulative `bounds`, the last
