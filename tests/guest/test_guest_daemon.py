@@ -5,13 +5,15 @@ only honours the exec contract), so a failure of the real command below is the c
 The real run needs `tierlab exec` in the repo (skipped until the CLI has it); policy and
 alloc from TIERLAB_GUEST_POLICY / TIERLAB_GUEST_ALLOC (default idt, dram-preferred): the
 hot range starts on the slow node 1, the cold range fills the fast node 0, and the
-policy must swap them. Measured (TCG): about 55 s wall; IDT demoted the whole cold range
-at its first decision (~15 s) and had the hot range on node 0 by ~16 s.
+policy must swap them. The run stops at an event: 90% of the hot range on node 0 plus 3
+samples, then SIGTERM to the workload (240 s is a cap). Measured (TCG): about 55 s wall
+unloaded; IDT demoted the whole cold range at its first decision (~15 s) and had the hot
+range on node 0 by ~16 s. Under a loaded host a fixed 40 s run once ended at 75%.
 """
 from __future__ import annotations
 
 import pytest
-from harness import TEST_BOOTS as BOOTS, tierlab_exec_available
+from harness import tierlab_exec_available
 
 
 def finished_exec(request):
@@ -51,11 +53,14 @@ def test_tierlab_exec_runs_policy_in_guest(request):
     assert ex["workload_started"] is True, f"{ex['error']}\n{run.explain()}"
     assert ex["error"] == "" and ex["ok"] is True, f"{ex}\n{run.explain()}"
     assert ex["rc_matches_child"] is True and ex["checksum"] == "ok", ex
-    secs = BOOTS["daemon-exec"]["args"]["seconds"]
+    # the run stops at an event (the hot range on node 0), not at the cap
+    done = run.one("hotcold", event="done")
+    assert done["stopped"] is True, done
+    secs = done["run_s"]
     lines = len(run.of("exec-line")) + len(run.of("exec-interval"))
     # one line per interval at most; fewer when a monitoring pass (a DAMON read of
     # 1,000+ regions under TCG) outlasts the interval, more so on a loaded host
-    assert lines >= secs // 5, f"{lines} output lines for a {secs} s run at 1 s intervals"
+    assert lines >= max(secs // 5, 2), f"{lines} output lines for a {secs} s run at 1 s intervals"
     assert "data" in run.one("exec-results"), run.one("exec-results")
 
 

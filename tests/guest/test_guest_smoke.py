@@ -57,6 +57,8 @@ def test_hotcold_starts_where_asked_and_verifies(guest_run):
     assert first["hot"].get("N1") == ready["hot_pages"] and first["hot"].get("N0") == 0, first
     assert first["cold"].get("N0") == ready["cold_pages"] and first["cold"].get("N1") == 0, first
     assert done["checksum"] == "ok" and done["bad_pages"] == 0 and done["ops"] > 0, done
+    # stopped by SIGTERM after the sample (the event), not at the 120 s cap
+    assert done["stopped"] is True, done
     assert guest_run.one("hotcold-exit")["rc"] == 0
 
 

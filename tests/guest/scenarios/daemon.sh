@@ -7,6 +7,9 @@
 #   cold_mib=256 seconds=30 hot_node= cold_node= (initial placement, default: the alloc decides)
 #   write_share=0.2 progress_ms=1000 sample_ms=1000 numa_balancing=0 demotion=false
 #   grace_s=60 (exec gets seconds+grace_s, then SIGTERM) exec_args= (extra exec args, comma-separated)
+#   until_hot_on= (e.g. N0: stop at an event, not a time: once until_fraction (0.9) of the hot
+#   range is on that node and `after` (3) more samples are taken, SIGTERM the workload, which
+#   stops, verifies its pages and exits; `seconds` is then only a cap)
 #   impl=tierlab|fake (fake: /guest/fake_exec.py, a stand-in that only honours the exec contract)
 # Results: exec-command, exec-line (stdout/stderr lines of exec, as text), exec-interval (its
 #   lines that are JSON objects), placement (1/sample), hotcold (ready/progress/done),
@@ -56,8 +59,15 @@ reader=$!
 ex=$!
 pl=
 if wait_file /tmp/hc.ready 120 $ex; then
-  python3 /guest/placement.py --ready /tmp/hc.ready --interval-ms "${TL_sample_ms:-1000}" \
-    --kind placement --prefix "TIERLAB-RESULT " &
+  if [ -n "${TL_until_hot_on:-}" ]; then
+    ( python3 /guest/placement.py --ready /tmp/hc.ready --interval-ms "${TL_sample_ms:-1000}" \
+        --kind placement --prefix "TIERLAB-RESULT " --until-hot-on "$TL_until_hot_on" \
+        --until-fraction "${TL_until_fraction:-0.9}" --after "${TL_after:-3}"
+      kill -TERM "$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' /tmp/hc.ready)" 2>/dev/null ) &
+  else
+    python3 /guest/placement.py --ready /tmp/hc.ready --interval-ms "${TL_sample_ms:-1000}" \
+      --kind placement --prefix "TIERLAB-RESULT " &
+  fi
   pl=$!
 fi
 # watchdog: exec must finish within seconds + grace

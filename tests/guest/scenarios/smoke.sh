@@ -37,13 +37,22 @@ res movetest rc $mrc pages "$(echo "$after" | sed -n 's/.*pages=\([0-9]*\).*/\1/
   node0 "$(echo "$after" | sed -n 's/.*\] pages=[0-9]* node0=\([0-9]*\).*/\1/p')" \
   node1 "$(echo "$after" | sed -n 's/.*\] pages=[0-9]* node0=[0-9]* node1=\([0-9]*\).*/\1/p')"
 
-# hotcold: hot starts on node 1, cold on node 0, contents verify; placement.py sees it
-/bin/hotcold --hot-mib 16 --cold-mib 16 --hot-node 1 --cold-node 0 --seconds 3 --interval-ms 1000 \
+# hotcold: hot starts on node 1, cold on node 0, contents verify; placement.py sees it.
+# hotcold runs until placement.py has taken its sample and hotcold has reported progress
+# (events: python's start in a loaded TCG guest can outlast a fixed run), then SIGTERM
+# stops it and it verifies its pages; 120 s is only a cap
+/bin/hotcold --hot-mib 16 --cold-mib 16 --hot-node 1 --cold-node 0 --seconds 120 --interval-ms 200 \
   --ready-file /tmp/hc.ready > /tmp/hc.out 2>/tmp/hc.err &
 hc=$!
 if wait_file /tmp/hc.ready 60 $hc; then
   python3 /guest/placement.py --ready /tmp/hc.ready --interval-ms 1000 --count 1 --kind placement \
     --prefix "TIERLAB-RESULT " || fail "placement.py rc=$?"
+  _i=0
+  until grep -q '"event":"progress"' /tmp/hc.out 2>/dev/null || ! kill -0 $hc 2>/dev/null; do
+    _i=$((_i + 1)); [ $_i -gt 2400 ] && break
+    sleep 0.05
+  done
+  kill -TERM $hc 2>/dev/null
 else fail "hotcold not ready"; fi
 wait $hc; hrc=$?
 emit_hotcold /tmp/hc.out; cat /tmp/hc.err
