@@ -49,20 +49,49 @@ def _child(run_kwargs: dict, npages: int, q) -> None:
                "error": "n/a (needs a memory-mode machine)" if na else repr(e)})
 
 
-def run_isolated(run_kwargs: dict, npages: int, timeout: float | None = None) -> dict:
-    """One run in a fresh process; past `timeout` seconds of wall it is stopped and
-    reported as such."""
+def _child_cpu(pid: int) -> float:
+    """CPU seconds (user + sys) a live process has used so far, from /proc/PID/stat."""
+    import os
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def run_isolated(run_kwargs: dict, npages: int, timeout: float | None = None,
+                 cpu_limit: float | None = None) -> dict:
+    """One run in a fresh process; past `timeout` seconds of wall or `cpu_limit`
+    seconds of its CPU (load-independent) it is stopped and reported as such, with the
+    CPU it had used."""
     import queue
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     p = ctx.Process(target=_child, args=(run_kwargs, npages, q))
+    t0 = time.monotonic()
     p.start()
-    try:
-        r = q.get(timeout=timeout)
-    except queue.Empty:
-        p.kill()
-        r = {"policy": run_kwargs["policy"], "ok": False,
-             "error": f"stopped after {timeout:g} s wall (not met)"}
+    while True:
+        try:
+            r = q.get(timeout=1.0)
+            break
+        except queue.Empty:
+            wall, cpu = time.monotonic() - t0, _child_cpu(p.pid)
+            over = ("wall", timeout) if timeout is not None and wall > timeout else \
+                ("CPU", cpu_limit) if cpu_limit is not None and cpu > cpu_limit else None
+            if over is None and p.is_alive():
+                continue
+            if over is None:  # exited: its result may still be in the pipe
+                try:
+                    r = q.get(timeout=5.0)
+                    break
+                except queue.Empty:
+                    pass
+            p.kill()
+            why = f"stopped after {over[1]:g} s {over[0]}" if over else "died"
+            r = {"policy": run_kwargs["policy"], "ok": False,
+                 "error": f"{why} (not met; {cpu:.1f} s CPU, {wall:.1f} s wall)"}
+            break
     p.join()
     return r
 
@@ -124,6 +153,8 @@ def parser(doc: str, knob: str, default: float, help_: str) -> argparse.Argument
     ap.add_argument("--profile", metavar="POLICY", help="profile one policy in-process")
     ap.add_argument("--records", metavar="FILE", help="write each run record (JSON lines)")
     ap.add_argument("--timeout", type=float, help="stop a policy's run after this wall s")
+    ap.add_argument("--cpu-limit", type=float,
+                    help="stop a policy's run after this much of its CPU time (s)")
     return ap
 
 
@@ -136,7 +167,7 @@ def run_policies(a, kwargs_of, npages: int) -> list[dict] | None:
     pols = registered_policies() if a.policies == "all" else a.policies.split(",")
     rows = []
     for p in pols:
-        r = run_isolated(kwargs_of(p), npages, a.timeout)
+        r = run_isolated(kwargs_of(p), npages, a.timeout, a.cpu_limit)
         rows.append(r)
         print(f"# {p}: " + (f"wall {r['wall_s']:.1f} s, CPU {r['cpu_s']:.1f} s, peak RSS "
                             f"{r['peak_rss_gib']:.2f} GiB" if r["ok"] else r["error"]),
