@@ -364,6 +364,27 @@ def test_hint_faults_rate_polls_consistent():
     np.testing.assert_allclose(tf[of], tc[oc], rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("runs", [False, True])
+def test_fault_batches_are_a_stable_sort(ties, runs):
+    """Scheduled hint faults sort each batch by fault work, equal works in input order
+    (the stable sort's order), whichever sort the batch takes (issue 18)."""
+    from tierlab.monitors.hint_faults import _sorted_batch
+    rng = np.random.default_rng(5)
+    wf = rng.random(5000) * 1e9
+    if ties:
+        wf = np.round(wf / 1e7) * 1e7          # about 100 distinct works
+    if runs:
+        wf = np.concatenate((np.sort(wf[:2000]), np.sort(wf[2000:])))
+    pages = rng.permutation(5000).astype(np.int32)
+    arm = np.arange(5000, dtype=np.uint32)
+    b = _sorted_batch(wf, pages, arm, runs=runs)
+    order = np.argsort(wf, kind="stable")
+    np.testing.assert_array_equal(b.wf, wf[order])
+    np.testing.assert_array_equal(b.pages, pages[order])
+    np.testing.assert_array_equal(b.arm, arm[order])
+
+
 # -----------------------------------------------------------------------------------
 # Speed
 # -----------------------------------------------------------------------------------

@@ -97,7 +97,17 @@ class _Batch:
         return self.wf[h:], self.pages[h:], self.arm[h:]
 
 
-def _sorted_batch(wf, pages, arm) -> _Batch:
+def _sorted_batch(wf, pages, arm, runs: bool = False) -> _Batch:
+    """The entries sorted by fault work, equal works in input order (a stable sort).
+    `runs`: the input is a few sorted runs (a merge), which timsort takes in O(n).
+    Otherwise the unstable (SIMD) sort, about 1.8x faster on random works, is used and
+    its order kept unless two works are equal, where only the stable sort's order is
+    the contract: the same batches either way (issue 18)."""
+    if not runs and wf.shape[0] > 1:
+        order = np.argsort(wf, kind="quicksort")
+        s = wf[order]
+        if not bool((s[1:] == s[:-1]).any()):
+            return _Batch(s, pages[order], arm[order])
     order = np.argsort(wf, kind="stable")
     return _Batch(wf[order], pages[order], arm[order])
 
@@ -175,7 +185,7 @@ class ScheduledHintFaults(HintFaults):
             w1, p1, a1 = b1.live()
             w2, p2, a2 = b2.live()
             bs.append(_sorted_batch(np.concatenate((w1, w2)), np.concatenate((p1, p2)),
-                                    np.concatenate((a1, a2))))
+                                    np.concatenate((a1, a2)), runs=True))
 
     def _schedule(self, pages, arm, budget, w0, field) -> None:
         """Schedule pages with remaining Exp(1) budget from work w0 under `field`.
