@@ -49,7 +49,7 @@ def solve_throughput(reads, writes, read_lat_ns, write_lat_ns, read_bw, write_bw
         stall = 0.0
         for a, b, c in terms:
             u = b + x * c
-            stall += a * (1.0 + u / (2.0 * (1.0 - u)))
+            stall += a * (1.0 + u / (2.0 * (1.0 - u)))  # a * loaded_factor(u), inlined
         return (compute_ns + stall / mlp) * 1e-9
 
     x_cap = math.inf
