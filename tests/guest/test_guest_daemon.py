@@ -60,7 +60,8 @@ def test_tierlab_exec_runs_policy_in_guest(request):
     lines = len(run.of("exec-line")) + len(run.of("exec-interval"))
     # one line per interval at most; fewer when a monitoring pass (a DAMON read of
     # 1,000+ regions under TCG) outlasts the interval, more so on a loaded host
-    assert lines >= max(secs // 5, 2), f"{lines} output lines for a {secs} s run at 1 s intervals"
+    assert lines >= max(secs // 5, 2), \
+        f"{lines} output lines for a {secs} s run at 1 s intervals"
     assert "data" in run.one("exec-results"), run.one("exec-results")
 
 
