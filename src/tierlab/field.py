@@ -30,6 +30,16 @@ def uniq(a, counts: bool = False):
 _CHUNK = 1 << 24
 
 
+def range_pages(starts, ends) -> np.ndarray:
+    """Every page of the ranges [starts[i], ends[i]), concatenated (vectorised)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lens = np.asarray(ends, dtype=np.int64) - starts
+    if lens.sum() <= 0:
+        return np.zeros(0, dtype=np.int64)
+    offs = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+    return np.arange(int(lens.sum()), dtype=np.int64) + offs
+
+
 def gather_ranges(starts, ends, batch: int | None = None):
     """The addresses of ranges [starts[i], ends[i]) in batches of about `batch`
     (default `_CHUNK`): yields (i, j, idx, row): ranges i..j-1, their addresses in order
@@ -50,8 +60,7 @@ def gather_ranges(starts, ends, batch: int | None = None):
                 yield i, j, idx, np.zeros(len(idx), dtype=np.int64)
         else:
             part = ln[i:j]
-            offs = np.repeat(starts[i:j] - (np.cumsum(part) - part), part)
-            yield i, j, np.arange(int(part.sum()), dtype=np.int64) + offs, \
+            yield i, j, range_pages(starts[i:j], starts[i:j] + part), \
                 np.repeat(np.arange(j - i, dtype=np.int64), part)
         i = j
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..field import gather_ranges, range_node_counts
+from ..field import gather_ranges, range_node_counts, range_pages
 from ..machines import Machine
 
 UNALLOC = 255
@@ -228,7 +228,7 @@ class Memory:
         b0 = starts // BLOCK
         nb = np.maximum((ends - 1) // BLOCK + 1 - b0, 0)
         part = np.repeat(np.arange(len(starts)), nb)
-        blk = np.repeat(b0, nb) + (np.arange(int(nb.sum())) - np.repeat(np.cumsum(nb) - nb, nb))
+        blk = range_pages(b0, b0 + nb)
         c = self.blocks[blk]
         other = c.sum(axis=1, dtype=np.int64) - c[np.arange(len(blk)), nodes[part]]
         blk, part = blk[other > 0], part[other > 0]

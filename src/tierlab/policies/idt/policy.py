@@ -70,6 +70,7 @@ import numpy as np
 
 from ...engine.memory import UNALLOC
 from ...errors import TierlabError
+from ...field import range_pages
 from ...monitors.base import MONITORS
 from ...monitors.damon import hamming
 from ...monitors.idt_regions import HISTORY_RULES
@@ -81,16 +82,6 @@ from .agent import ACTIONS, REWARDS, PPOAgent, age_thres_for, reward, reward_pap
 
 #: the agent pre-trained by scripts/pretrain_idt.py on GUPS uniform / hot set / moving
 SHIPPED_WEIGHTS = Path(__file__).resolve().parents[2] / "data" / "idt" / "ppo_gups.npz"
-
-
-def range_pages(starts, ends) -> np.ndarray:
-    """Every page of the ranges [starts[i], ends[i]), concatenated (vectorised)."""
-    starts = np.asarray(starts, dtype=np.int64)
-    lens = np.asarray(ends, dtype=np.int64) - starts
-    if lens.sum() <= 0:
-        return np.zeros(0, dtype=np.int64)
-    offs = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
-    return np.arange(int(lens.sum()), dtype=np.int64) + offs
 
 
 def _fraction(v, what: str) -> float:
