@@ -365,24 +365,32 @@ def test_hint_faults_rate_polls_consistent():
 
 
 @pytest.mark.parametrize("ties", [False, True])
-@pytest.mark.parametrize("runs", [False, True])
-def test_fault_batches_are_a_stable_sort(ties, runs):
+def test_fault_batches_are_a_stable_sort(ties):
     """Scheduled hint faults sort each batch by fault work, equal works in input order
-    (the stable sort's order), whichever sort the batch takes (issue 18)."""
+    (the stable sort's order), and merge two batches into what sorting their
+    concatenation stably gives (issue 18: the compiled sort and merge)."""
+    from tierlab.kernels import merge_sorted
     from tierlab.monitors.hint_faults import _sorted_batch
     rng = np.random.default_rng(5)
     wf = rng.random(5000) * 1e9
     if ties:
         wf = np.round(wf / 1e7) * 1e7          # about 100 distinct works
-    if runs:
-        wf = np.concatenate((np.sort(wf[:2000]), np.sort(wf[2000:])))
     pages = rng.permutation(5000).astype(np.int32)
     arm = np.arange(5000, dtype=np.uint32)
-    b = _sorted_batch(wf, pages, arm, runs=runs)
+    b = _sorted_batch(wf, pages, arm)
     order = np.argsort(wf, kind="stable")
     np.testing.assert_array_equal(b.wf, wf[order])
     np.testing.assert_array_equal(b.pages, pages[order])
     np.testing.assert_array_equal(b.arm, arm[order])
+    b1, b2 = _sorted_batch(wf[:2000], pages[:2000], arm[:2000]), \
+        _sorted_batch(wf[2000:], pages[2000:], arm[2000:])
+    w, p, a = merge_sorted(*b1.live(), *b2.live())
+    cat = np.concatenate((b1.wf, b2.wf))
+    o = np.argsort(cat, kind="stable")
+    np.testing.assert_array_equal(w, cat[o])
+    np.testing.assert_array_equal(p, np.concatenate((b1.pages, b2.pages))[o])
+    np.testing.assert_array_equal(a, np.concatenate((b1.arm, b2.arm))[o])
+    assert p.dtype == np.int32 and a.dtype == np.uint32
 
 
 # -----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import kernels
 from ..field import gather_ranges, range_node_counts, range_pages
 from ..machines import Machine
 
@@ -121,28 +122,9 @@ class Memory:
         """Up to `limit` pages on `node` (and, given `flags`, with flags & mask ==
         value), scanning addresses from `start` and wrapping (a CLOCK hand over the
         node's pages). Returns (pages, next hand position, addresses scanned). The scan
-        window starts near the need and doubles."""
-        chunk = max(4 * limit, 4096)
-        found = []
-        n = 0
-        pos = start % max(self.npages, 1)
-        scanned = 0
-        while n < limit and scanned < self.npages:
-            end = min(pos + chunk, self.npages, pos + self.npages - scanned)
-            sel = self.node[pos:end] == node
-            if flags is not None:
-                sel &= (flags[pos:end] & mask) == value
-            hits = np.flatnonzero(sel) + pos
-            if n + len(hits) > limit:
-                hits = hits[: limit - n]
-                end = int(hits[-1]) + 1
-            found.append(hits)
-            n += len(hits)
-            scanned += end - pos
-            pos = end % self.npages
-            chunk = min(2 * chunk, 1 << 22)
-        pages = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-        return pages.astype(np.int64), pos, scanned
+        goes by windows that start near the need and double (a window holding a hit past
+        the limit ends after the last page taken); compiled (`kernels.pages_on`)."""
+        return kernels.pages_on(self.node, node, start, limit, flags, mask, value)
 
     # -- counts over address ranges, from the blocks ------------------------------------
     def _cumulative(self) -> np.ndarray:

@@ -60,6 +60,7 @@ import math
 
 import numpy as np
 
+from ..kernels import argsort_stable, merge_sorted
 from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
@@ -97,18 +98,10 @@ class _Batch:
         return self.wf[h:], self.pages[h:], self.arm[h:]
 
 
-def _sorted_batch(wf, pages, arm, runs: bool = False) -> _Batch:
-    """The entries sorted by fault work, equal works in input order (a stable sort).
-    `runs`: the input is a few sorted runs (a merge), which timsort takes in O(n).
-    Otherwise the unstable (SIMD) sort, about 1.8x faster on random works, is used and
-    its order kept unless two works are equal, where only the stable sort's order is
-    the contract: the same batches either way (issue 18)."""
-    if not runs and wf.shape[0] > 1:
-        order = np.argsort(wf, kind="quicksort")
-        s = wf[order]
-        if not bool((s[1:] == s[:-1]).any()):
-            return _Batch(s, pages[order], arm[order])
-    order = np.argsort(wf, kind="stable")
+def _sorted_batch(wf, pages, arm) -> _Batch:
+    """The entries sorted by fault work, equal works in input order (a stable sort, the
+    compiled radix sort: `kernels.argsort_stable`, issue 18)."""
+    order = argsort_stable(wf)
     return _Batch(wf[order], pages[order], arm[order])
 
 
@@ -182,10 +175,7 @@ class ScheduledHintFaults(HintFaults):
         while len(bs) > 1 and len(bs[-2]) <= 2 * len(bs[-1]) \
                 and len(bs[-2]) + len(bs[-1]) <= MERGE_CAP:
             b2, b1 = bs.pop(), bs.pop()
-            w1, p1, a1 = b1.live()
-            w2, p2, a2 = b2.live()
-            bs.append(_sorted_batch(np.concatenate((w1, w2)), np.concatenate((p1, p2)),
-                                    np.concatenate((a1, a2)), runs=True))
+            bs.append(_Batch(*merge_sorted(*b1.live(), *b2.live())))
 
     def _schedule(self, pages, arm, budget, w0, field) -> None:
         """Schedule pages with remaining Exp(1) budget from work w0 under `field`.
@@ -412,7 +402,7 @@ class ScheduledHintFaults(HintFaults):
         times = self._time_at_work(works, now)
         times = np.clip(np.maximum(times, arms), None, now)
         self._t_poll = now
-        order = np.argsort(times, kind="stable")
+        order = argsort_stable(times)
         pages, times, arms = pages[order], times[order], arms[order]
         self._flag[pages] = False
         self._narmed -= pages.shape[0]

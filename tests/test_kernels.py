@@ -1,0 +1,81 @@
+"""The compiled kernels return exactly what the numpy expressions they replace return
+(issue 18: results identical whichever runs)."""
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from tierlab.kernels import SMALL, argsort_stable, merge_sorted
+
+floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
+# a few distinct values make ties, the case where only a stable sort's order is right
+few = st.sampled_from([0.0, -0.0, 1.5, -2.0, 1e300, np.inf, -np.inf, np.nan, 5e-324])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(arrays(np.float64, st.integers(0, 3 * SMALL), elements=floats),
+                 arrays(np.float64, st.integers(SMALL + 1, 4 * SMALL), elements=few)))
+def test_argsort_stable_is_numpys(keys):
+    np.testing.assert_array_equal(argsort_stable(keys), np.argsort(keys, kind="stable"))
+
+
+def test_argsort_stable_large_random_and_shared_digits():
+    rng = np.random.default_rng(3)
+    for keys in (rng.random(200_000) * 1e6,
+                 5.3e11 + rng.exponential(size=100_000),   # high digits shared
+                 np.round(rng.random(100_000) * 50)):      # many ties
+        np.testing.assert_array_equal(argsort_stable(keys), np.argsort(keys, kind="stable"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.float64, st.integers(0, 600), elements=few.filter(lambda x: x == x)),
+       arrays(np.float64, st.integers(0, 600), elements=few.filter(lambda x: x == x)))
+def test_merge_sorted_is_a_stable_sort_of_both(w1, w2):
+    w1, w2 = np.sort(w1, kind="stable"), np.sort(w2, kind="stable")
+    p1 = np.arange(w1.size, dtype=np.int32)
+    p2 = np.arange(w2.size, dtype=np.int32) + 10_000
+    a1, a2 = p1.astype(np.uint32), p2.astype(np.uint32)
+    w, p, a = merge_sorted(w1, p1, a1, w2, p2, a2)
+    o = np.argsort(np.concatenate((w1, w2)), kind="stable")
+    np.testing.assert_array_equal(w, np.concatenate((w1, w2))[o])
+    np.testing.assert_array_equal(p, np.concatenate((p1, p2))[o])
+    np.testing.assert_array_equal(a, np.concatenate((a1, a2))[o])
+
+
+def _pages_on_numpy(node_map, node, start, limit, flags=None, mask=0, value=0):
+    """The address scan as numpy writes it: whole windows, doubling."""
+    npages = node_map.shape[0]
+    chunk, found, n, scanned = max(4 * limit, 4096), [], 0, 0
+    pos = start % max(npages, 1)
+    while n < limit and scanned < npages:
+        end = min(pos + chunk, npages, pos + npages - scanned)
+        sel = node_map[pos:end] == node
+        if flags is not None:
+            sel &= (flags[pos:end] & mask) == value
+        hits = np.flatnonzero(sel) + pos
+        if n + len(hits) > limit:
+            hits = hits[: limit - n]
+            end = int(hits[-1]) + 1
+        found.append(hits)
+        n += len(hits)
+        scanned += end - pos
+        pos = end % npages
+        chunk = min(2 * chunk, 1 << 22)
+    pages = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    return pages.astype(np.int64), pos, scanned
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 40_000), st.integers(0, 3), st.integers(0, 50_000),
+       st.integers(0, 20_000), st.booleans(), st.integers(0, 2**32 - 1))
+def test_pages_on_is_the_numpy_scan(npages, node, start, limit, use_flags, seed):
+    from tierlab.kernels import pages_on
+    rng = np.random.default_rng(seed)
+    p = rng.random(4)
+    node_map = rng.choice(np.array([0, 1, 2, 255], np.uint8), npages, p=p / p.sum())
+    flags = rng.integers(0, 8, npages).astype(np.uint8) if use_flags else None
+    got = pages_on(node_map, node, start, limit, flags, 1, 1)
+    want = _pages_on_numpy(node_map, node, start, limit, flags, 1, 1)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[0].dtype == np.int64
+    assert got[1:] == want[1:]
