@@ -14,12 +14,16 @@ from tierlab.monitors.idt_regions import (fisher_similar_table, hamming,
                                           public_similar_table, window_counts)
 
 
-def test_fisher_table_matches_scipy_and_is_symmetric():
-    t = fisher_similar_table(16, 0.10)
-    assert np.array_equal(t, t.T) and t.diagonal().all()
-    for a, b in [(0, 5), (2, 9), (8, 8), (0, 16), (3, 4), (10, 15)]:
-        p = fisher_exact([[a, 16 - a], [b, 16 - b]]).pvalue
-        assert t[a, b] == (p >= 0.10)
+@pytest.mark.parametrize("alpha", [0.10, 0.05, 0.20])
+def test_fisher_table_matches_scipy_and_is_symmetric(alpha):
+    """The exact-integer table is scipy's fisher_exact verdict for every pair of counts
+    at every window length up to 16."""
+    for n in range(1, 17):
+        t = fisher_similar_table(n, alpha)
+        assert np.array_equal(t, t.T) and t.diagonal().all()
+        want = np.array([[fisher_exact([[a, n - a], [b, n - b]]).pvalue >= alpha
+                          for b in range(n + 1)] for a in range(n + 1)])
+        np.testing.assert_array_equal(t, want)
 
 
 def test_fisher_rule_differs_from_the_public_table():

@@ -79,3 +79,27 @@ def test_pages_on_is_the_numpy_scan(npages, node, start, limit, use_flags, seed)
     np.testing.assert_array_equal(got[0], want[0])
     assert got[0].dtype == np.int64
     assert got[1:] == want[1:]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 16), st.integers(0, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from(["fisher", "public"]))
+def test_similar_pairs_is_every_window_counted(valid, window, nregions, seed, rule):
+    """IDT's merge test in one pass with an early stop equals counting every window of
+    every region (`window_counts`) and looking each pair up."""
+    from tierlab.kernels import similar_pairs
+    from tierlab.monitors.idt_regions import (fisher_similar_table, public_similar_table,
+                                              window_counts)
+    rng = np.random.default_rng(seed)
+    # sparse, dense and equal histories, so both verdicts occur
+    h = rng.integers(0, 2**63, nregions, dtype=np.uint64)
+    h[rng.random(nregions) < 0.3] = 0
+    h[rng.random(nregions) < 0.3] &= np.uint64(0x0F0F0F0F0F0F0F0F)
+    n = min(window, valid)
+    table = fisher_similar_table(n, 0.1) if rule == "fisher" else public_similar_table(n)
+    if nregions < 2:
+        assert similar_pairs(h, valid, window, table).shape == (0,)
+        return
+    c = window_counts(h, valid, window)
+    np.testing.assert_array_equal(similar_pairs(h, valid, window, table),
+                                  table[c[:-1], c[1:]].all(axis=1))

@@ -149,8 +149,33 @@ def _pages_on_py(node_map, node, start, limit, flags, mask, value, use_flags):
     return out[:n], pos, scanned
 
 
+def _similar_pairs_py(h, valid, window, table):
+    r = h.shape[0]
+    out = np.ones(max(r - 1, 0), np.bool_)
+    w = min(window, valid)
+    one = np.uint64(1)
+    for i in range(r - 1):
+        a, b = h[i], h[i + 1]
+        ca = cb = 0
+        for k in range(w):  # the window of bits [0, w)
+            ca += (a >> np.uint64(k)) & one
+            cb += (b >> np.uint64(k)) & one
+        k = 0
+        while True:
+            if not table[ca, cb]:
+                out[i] = False
+                break
+            if k + w >= valid:
+                break
+            # slide to bits [k + 1, k + 1 + w)
+            ca += ((a >> np.uint64(k + w)) & one) - ((a >> np.uint64(k)) & one)
+            cb += ((b >> np.uint64(k + w)) & one) - ((b >> np.uint64(k)) & one)
+            k += 1
+    return out
+
+
 _PY = {"argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
-       "pages_on": _pages_on_py}
+       "pages_on": _pages_on_py, "similar_pairs": _similar_pairs_py}
 
 #: below this size numpy's own sort is as fast and needs no compiled code
 SMALL = 256
@@ -172,6 +197,15 @@ def pages_on(node_map, node, start, limit, flags=None, mask=0, value=0):
     f = flags if use else node_map
     return _kernel("pages_on")(node_map, np.uint8(node), int(start), int(limit), f,
                                np.uint8(mask), np.uint8(value), use)
+
+
+def similar_pairs(h, valid: int, window: int, table) -> np.ndarray:
+    """IDT's merge test of neighbours i, i+1 (`IdtRegions._similar`): table[c_i, c_j]
+    for the accessed-bit counts of every sliding window of `window` bits over the
+    `valid` newest history bits (one window of `valid` bits if fewer), stopping at the
+    first window that fails, where numpy counts every window of every region."""
+    return _kernel("similar_pairs")(np.ascontiguousarray(h, dtype=np.uint64), int(valid),
+                                    int(window), np.ascontiguousarray(table, dtype=np.bool_))
 
 
 def merge_sorted(w1, p1, a1, w2, p2, a2):

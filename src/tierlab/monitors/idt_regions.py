@@ -28,7 +28,7 @@ sample_interval; manage history, access, age"):
   neighbours on the same node (a region's node is its middle page's) whose histories
   pass Fisher's exact test on [[a_i, n - a_i], [a_j, n - a_j]] at `fisher_alpha` (10%,
   the 90% level) in every sliding window of `window` (n = 16) valid history bits (the
-  table computed once with scipy; the public code's |a_i - a_j| <= 2 is
+  table computed once, exactly as scipy's `fisher_exact`; the public code's |a_i - a_j| <= 2 is
   `merge_rule=public`); merged runs are formed from neighbour pairs (chained), capped
   at DAMON's size limit, and keep their first region's history and last_nr_accesses,
   with size-weighted nr_accesses and age; then the aggregation subscribers (IDT's
@@ -43,11 +43,14 @@ aggregation (nr_accesses > 0), the unit plain `damon` reports in; and `splits`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
+from math import comb
 
 import numpy as np
 
 from ..errors import TierlabError
+from ..kernels import similar_pairs
 from ..workloads._common import parse_choice
 from .base import MONITORS, Monitor
 from .damon import UNALLOC, Damon, Regions, _i64, hamming, scaled_regions
@@ -66,13 +69,20 @@ class IdtRegionSnapshot(Regions):
 @lru_cache(maxsize=None)
 def fisher_similar_table(n: int, alpha: float) -> np.ndarray:
     """(n+1, n+1) bool: counts a, b of n trials are similar iff Fisher's exact test
-    (two-sided) on [[a, n-a], [b, n-b]] gives p >= alpha. Computed once per (n, alpha)."""
-    from scipy.stats import fisher_exact
+    (two-sided) on [[a, n-a], [b, n-b]] gives p >= alpha. The p-value in exact
+    integers: given the column total K = a + b, the top-left cell x has weight C(n, x)
+    C(n, K - x) out of C(2n, K) (the hypergeometric law), and p sums the weights of
+    every x no more likely than a -- scipy.stats.fisher_exact's rule (its 1e-14
+    tolerance on ties cannot matter at these sizes; tests/test_idt_monitor.py checks the
+    tables against scipy), without importing scipy.stats in every IDT run."""
     t = np.ones((n + 1, n + 1), dtype=bool)
     for a in range(n + 1):
         for b in range(a + 1, n + 1):
-            p = fisher_exact([[a, n - a], [b, n - b]]).pvalue
-            t[a, b] = t[b, a] = p >= alpha
+            k = a + b
+            w = [comb(n, x) * comb(n, k - x) for x in range(max(0, k - n), min(n, k) + 1)]
+            obs = comb(n, a) * comb(n, k - a)
+            p = Fraction(sum(x for x in w if x <= obs), comb(2 * n, k))
+            t[a, b] = t[b, a] = float(p) >= alpha  # p rounded once, as scipy returns it
     t.flags.writeable = False
     return t
 
@@ -334,8 +344,7 @@ class IdtRegions(Damon):
         n = min(self.window, valid)
         table = (fisher_similar_table(n, self.fisher_alpha) if self.merge_rule == "fisher"
                  else public_similar_table(n))
-        c = window_counts(h, valid, self.window)
-        return table[c[:-1], c[1:]].all(axis=1)
+        return similar_pairs(h, valid, self.window, table)
 
     def _merge(self) -> None:
         s, e, h = self._s, self._e, self._hist

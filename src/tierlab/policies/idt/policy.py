@@ -443,9 +443,12 @@ class IDT(Policy):
         room = {d: self._room(d) for d in self.path}  # kept up to date below
         sizes = regs.end[mis] - regs.start[mis]
         smallest = int(sizes.min()) if sizes.size else 0
+        best = max(room[d] for d in self.path[:-1])  # every node above any region
         for j, size in zip(mis.tolist(), sizes.tolist()):
-            if max(room[d] for d in self.path[:-1]) < smallest:
+            if best < smallest:
                 break
+            if size > best:
+                continue  # no node above has room for it
             above = self.path[: self.path.index(int(node[j]))]
             dst = next((d for d in above if room[d] >= size), None)
             if dst is None:
@@ -455,6 +458,7 @@ class IDT(Policy):
                 self.counts["misplaced"] += 1
                 room[dst] = self._room(dst)
                 room[int(node[j])] = self._room(int(node[j]))
+                best = max(room[d] for d in self.path[:-1])
 
     def prp_distance(self, j, near, regs) -> np.ndarray:
         """PRP's distance of regions `near` to region j, in [0, 2]: address gap /
