@@ -116,24 +116,25 @@ class BinarySearch:
 
 def pick_pairs(p_src, p_dst, free_slots: int, dp: float, most: int):
     """Pairs (index into p_src, index into p_dst or -1 for a free frame) swapped in
-    order, each with the largest p_i - p_j in (0, remaining dp]; at most `most`."""
+    order, each with the largest p_i - p_j in (0, remaining dp]; at most `most`.
+
+    The unused partners with a finite share stay in one ascending array from which each
+    pair removes its partner (O(n) per pair, where sorting the partners again was
+    O(n log n)); a partner of infinite share never pairs, so it is never looked up."""
     if p_src.size == 0:
         return []
     order = np.argsort(p_dst, kind="stable")
     dst = p_dst[order]
+    fin = np.isfinite(dst) | (dst < 0)  # -inf sorts first and stays a partner
+    vals, idx = dst[fin], np.flatnonzero(fin)
     used_s = np.zeros(p_src.shape[0], dtype=bool)
-    used_d = np.zeros(dst.shape[0], dtype=bool)
     pairs = []
     left = dp
     while len(pairs) < most and left > 0:
-        avail = dst.copy()
-        avail[used_d] = np.inf
         # the smallest unused partner share >= p_i - left (largest difference <= left)
-        srt = np.sort(avail)
-        pos = np.argsort(avail, kind="stable")
-        k = np.searchsorted(srt, p_src - left, side="left")
-        ok = (k < srt.shape[0]) & ~used_s
-        part = np.where(ok, srt[np.minimum(k, srt.shape[0] - 1)], np.inf) if srt.size \
+        k = np.searchsorted(vals, p_src - left, side="left")
+        ok = (k < vals.shape[0]) & ~used_s
+        part = np.where(ok, vals[np.minimum(k, vals.shape[0] - 1)], np.inf) if vals.size \
             else np.full(p_src.shape[0], np.inf)
         diff = np.where(part < p_src, p_src - part, -np.inf)
         if free_slots > 0:  # a free frame: a partner of share 0
@@ -149,9 +150,8 @@ def pick_pairs(p_src, p_dst, free_slots: int, dp: float, most: int):
             pairs.append((i, -1))
             free_slots -= 1
         else:
-            j = int(pos[k[i]])
-            pairs.append((i, int(order[j])))
-            used_d[j] = True
+            pairs.append((i, int(order[idx[k[i]]])))
+            vals, idx = np.delete(vals, k[i]), np.delete(idx, k[i])
         used_s[i] = True
         left -= float(diff[i])
     return pairs
