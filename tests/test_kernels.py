@@ -103,3 +103,48 @@ def test_similar_pairs_is_every_window_counted(valid, window, nregions, seed, ru
     c = window_counts(h, valid, window)
     np.testing.assert_array_equal(similar_pairs(h, valid, window, table),
                                   table[c[:-1], c[1:]].all(axis=1))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 5000), st.integers(1, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from([np.uint16, np.uint32]))
+def test_lru_lists_are_a_stable_sort_by_insertion(npages, ntimes, seed, dtype):
+    """Each list (and its older half) is the node's pages with the flag set or clear,
+    stably sorted by insertion index from address order, as numpy's argsort gives."""
+    from tierlab.kernels import LruLists
+    rng = np.random.default_rng(seed)
+    node_map = rng.choice(np.array([0, 1, 255], np.uint8), npages, p=[0.5, 0.3, 0.2])
+    node_map[: npages // 3] = 1  # whole blocks without node 0: skipped by their counts
+    flags = rng.integers(0, 8, npages).astype(np.uint8)
+    inserted = rng.integers(0, ntimes, npages).astype(dtype)
+    block = 64
+    nb = -(-npages // block)
+    blocks = np.array([(node_map[b * block:(b + 1) * block] == 0).sum() for b in range(nb)],
+                      dtype=np.int32)
+    lists = LruLists(node_map, 0, blocks, block, flags, 1, inserted, ntimes)
+    on = np.flatnonzero(node_map == 0)
+    for active in (False, True):
+        mine = on[((flags[on] & 1) != 0) == active]
+        want = mine[np.argsort(inserted[mine], kind="stable")]
+        got, total = lists.list(active)
+        np.testing.assert_array_equal(got, want)
+        half, total2 = lists.list(active, half=True)
+        np.testing.assert_array_equal(half, want[: len(want) // 2])
+        assert total == total2 == len(want)
+
+
+def test_without_numba_the_guest_path_still_answers(monkeypatch):
+    """The QEMU guest's Python has no numba: IDT's merge test (the one kernel the Linux
+    backend runs) falls back to counting every window with numpy, same answer."""
+    import tierlab.kernels as k
+    from tierlab.monitors.idt_regions import fisher_similar_table
+    rng = np.random.default_rng(2)
+    h = rng.integers(0, 2**63, 500, dtype=np.uint64)
+    h[::3] = 0
+    table = fisher_similar_table(16, 0.1)
+    want = k.similar_pairs(h, 40, 16, table)
+    monkeypatch.setattr(k, "_jit", False)
+    monkeypatch.setattr(k, "_kernels", {})
+    assert k._kernel("similar_pairs") is k._similar_pairs_numpy
+    np.testing.assert_array_equal(k.similar_pairs(h, 40, 16, table), want)
+    assert want.any() and not want.all()

@@ -364,6 +364,37 @@ def test_hint_faults_rate_polls_consistent():
     np.testing.assert_allclose(tf[of], tc[oc], rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("horizon", [10.0, 1.5])
+@pytest.mark.parametrize("chunk", [1 << 22, 7])
+def test_since_table_is_test_since(horizon, chunk, monkeypatch):
+    """Clear times given as a table and an index per page (kswapd's pass times,
+    Nimble's check times) give the same bits from the same stream as per-page times:
+    across a field change, a stall, the look-back clamp and chunk boundaries."""
+    monkeypatch.setattr(RateSource, "TABLE_CHUNK", chunk)
+    rng = np.random.default_rng(11)
+    table = np.array([0.0, 0.5, 1.0, 1.5, 2.5, 3.0, 3.5])
+    for now in (0.7, 2.0, 3.2, 4.0):
+        pages = rng.integers(0, 2048, 3000)
+        which = rng.integers(0, int(np.searchsorted(table, now)), 3000).astype(np.uint16)
+        got, want = [], []
+        per_page = np.zeros(2048, np.uint16)
+        per_page[pages] = which
+        which = per_page[pages]  # one clear time per page (pages repeat)
+        by_page = []
+        for out, call in ((got, lambda b: b.test_since_table(pages, which, table, now)),
+                          (want, lambda b: b.test_since(0, pages, table[which], now)),
+                          (by_page, lambda b: b.test_since_table(pages, per_page, table,
+                                                                 now, by_page=True))):
+            bits = AccessedBits(RateSource(simple_timeline()), np.random.default_rng(3),
+                                horizon=horizon)
+            out.append(call(bits))
+            out.append((bits.checks, bits.cpu_seconds))
+        assert got[0].any() and not got[0].all()
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(by_page[0], want[0])
+        assert got[1] == want[1] == by_page[1]
+
+
 @pytest.mark.parametrize("ties", [False, True])
 def test_fault_batches_are_a_stable_sort(ties):
     """Scheduled hint faults sort each batch by fault work, equal works in input order

@@ -10,6 +10,9 @@ are identical whichever runs:
   for numpy's stable sort and 7.5 ms for its quicksort; this is the sort of the fault
   works of each NUMA scan step's batch (`monitors/hint_faults.py`), 45% of AutoNUMA's
   CPU on `benchmarks/bench_scale.py` (target 2 of issue 18: every policy under 60 s).
+- `add_expected(...)`: the rate model's expected accesses of single pages whose
+  start times are few distinct values (kswapd's and Nimble's accessed-bit checks,
+  `AccessedBits.test_since_table`).
 - `merge_sorted(w1, p1, a1, w2, p2, a2)`: the stable merge of two batches sorted by w
   (equal keys: the first batch's first), i.e. what concatenating them and sorting
   stably gives, in one pass instead of a sort and three gathers.
@@ -25,10 +28,15 @@ _jit = None
 
 
 def _numba():
+    """numba's njit, or False where numba is not installed (the QEMU guest's trimmed
+    Python, which runs only the Linux backend's policies)."""
     global _jit
     if _jit is None:
-        import numba
-        _jit = numba.njit(cache=True, nogil=True)
+        try:
+            import numba
+            _jit = numba.njit(cache=True, nogil=True)
+        except ImportError:
+            _jit = False
     return _jit
 
 
@@ -36,9 +44,12 @@ _kernels = {}
 
 
 def _kernel(name):
+    """The compiled kernel; without numba its numpy form (`_NUMPY`) or, for kernels
+    only the simulator runs, its Python source (correct, slow)."""
     k = _kernels.get(name)
     if k is None:
-        k = _kernels[name] = _numba()(_PY[name])
+        jit = _numba()
+        k = _kernels[name] = jit(_PY[name]) if jit else _NUMPY.get(name, _PY[name])
     return k
 
 
@@ -174,8 +185,115 @@ def _similar_pairs_py(h, valid, window, table):
     return out
 
 
-_PY = {"argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
-       "pages_on": _pages_on_py, "similar_pairs": _similar_pairs_py}
+def _add_expected_py(lam, pages, which, by_page, w_tab, starts, rate, ends, w_a, use_max,
+                     whi):
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        lo, hi = 0, starts.shape[0]  # searchsorted(starts, p, side="right")
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if starts[mid] <= p:
+                lo = mid + 1
+            else:
+                hi = mid
+        r = rate[lo] * (1.0 if p < ends[lo] else 0.0)
+        w0 = w_tab[which[p] if by_page else which[i]]
+        wlo = max(w0, w_a) if use_max else w0
+        lam[i] += r * max(whi - wlo, 0.0)
+
+
+def _list_hist_py(node_map, node, blocks, block, flags, mask, inserted, ntimes):
+    n = node_map.shape[0]
+    # four interleaved counts per index (by page % 4): runs of equal indexes do not
+    # wait on one counter
+    part = np.zeros((4, 2, ntimes), np.int64)
+    for b in range(blocks.shape[0]):
+        if blocks[b] == 0:
+            continue
+        for p in range(b * block, min((b + 1) * block, n)):
+            if node_map[p] == node:
+                part[p & 3, 1 if (flags[p] & mask) != 0 else 0, inserted[p]] += 1
+    return part[0] + part[1] + part[2] + part[3]
+
+
+def _list_emit_py(node_map, node, blocks, block, flags, mask, value, inserted, hist, half):
+    n = node_map.shape[0]
+    total = 0
+    for u in range(hist.shape[0]):
+        total += hist[u]
+    m = total // 2 if half else total
+    if m == 0:
+        return np.empty(0, np.int64), total
+    # the insertion index v reached by the first m pages, and its pages to take
+    cum, v = 0, 0
+    while cum + hist[v] < m:
+        cum += hist[v]
+        v += 1
+    need = m - cum
+    pos = np.empty(v + 1, np.int64)
+    s = 0
+    for u in range(v + 1):
+        pos[u] = s
+        s += hist[u]
+    out = np.empty(m, np.int64)
+    left = m
+    for b in range(blocks.shape[0]):
+        if blocks[b] == 0:
+            continue
+        for p in range(b * block, min((b + 1) * block, n)):
+            if node_map[p] == node and (flags[p] & mask) == value:
+                t = inserted[p]
+                if t < v or (t == v and need > 0):
+                    out[pos[t]] = p
+                    pos[t] += 1
+                    if t == v:
+                        need -= 1
+                    left -= 1
+        if left == 0:
+            break
+    return out, total
+
+
+def _table_min_py(pages, which, by_page, tab):
+    m = np.inf
+    for i in range(pages.shape[0]):
+        x = tab[which[pages[i]] if by_page else which[i]]
+        if x < m:
+            m = x
+    return m
+
+
+def _nimble_inactive_py(scan, ref, flags, inserted, checked, now, active, referenced):
+    up = 0
+    for i in range(scan.shape[0]):
+        p = scan[i]
+        f = flags[p]
+        if ref[i]:
+            if f & referenced:
+                f |= active
+                up += 1
+            f |= referenced
+        else:
+            f &= ~referenced
+        flags[p] = f
+        inserted[p] = now
+        checked[p] = now
+    return up
+
+
+def _nimble_active_py(dscan, flags, inserted, checked, now, clear):
+    for i in range(dscan.shape[0]):
+        p = dscan[i]
+        flags[p] &= ~clear
+        inserted[p] = now
+        checked[p] = now
+
+
+_PY = {"list_hist": _list_hist_py, "list_emit": _list_emit_py,
+       "table_min": _table_min_py, "nimble_inactive": _nimble_inactive_py,
+       "nimble_active": _nimble_active_py, "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
+       "pages_on": _pages_on_py, "similar_pairs": _similar_pairs_py,
+       "add_expected": _add_expected_py}
 
 #: below this size numpy's own sort is as fast and needs no compiled code
 SMALL = 256
@@ -199,6 +317,25 @@ def pages_on(node_map, node, start, limit, flags=None, mask=0, value=0):
                                np.uint8(mask), np.uint8(value), use)
 
 
+def window_counts(h: np.ndarray, valid: int, window: int) -> np.ndarray:
+    """(R, W): accessed bits in every sliding window of `window` bits over the `valid`
+    newest bits of each history (one window of `valid` bits if valid < window)."""
+    h = np.asarray(h, dtype=np.uint64)
+    w = min(window, valid)
+    mask = np.uint64((1 << w) - 1)
+    offs = range(0, valid - w + 1)
+    return np.stack([np.bitwise_count((h >> np.uint64(k)) & mask) for k in offs],
+                    axis=1).astype(np.int64)
+
+
+def _similar_pairs_numpy(h, valid, window, table):
+    c = window_counts(h, valid, window)
+    return table[c[:-1], c[1:]].all(axis=1)
+
+
+_NUMPY = {"similar_pairs": _similar_pairs_numpy}
+
+
 def similar_pairs(h, valid: int, window: int, table) -> np.ndarray:
     """IDT's merge test of neighbours i, i+1 (`IdtRegions._similar`): table[c_i, c_j]
     for the accessed-bit counts of every sliding window of `window` bits over the
@@ -206,6 +343,65 @@ def similar_pairs(h, valid: int, window: int, table) -> np.ndarray:
     first window that fails, where numpy counts every window of every region."""
     return _kernel("similar_pairs")(np.ascontiguousarray(h, dtype=np.uint64), int(valid),
                                     int(window), np.ascontiguousarray(table, dtype=np.bool_))
+
+
+def add_expected(lam, pages, which, by_page: bool, w_tab, starts, rate, ends, w_a: float,
+                 use_max: bool, whi: float) -> None:
+    """lam[i] += the expected accesses of page pages[i] during one field epoch, as
+    `RateSource._expected` sums them (`_FieldTables.page_rate` times the epoch's work
+    since the page's start, max(whi - max(W(t0), W(epoch start)), 0)), the page's W(t0)
+    read from w_tab[which[i]] (`by_page`: w_tab[which[pages[i]]]): the same
+    floating-point operations in the same order, one pass instead of a search, five
+    gathers and six temporaries per epoch."""
+    _kernel("add_expected")(lam, pages, which, bool(by_page), w_tab, starts, rate, ends,
+                            float(w_a), bool(use_max), float(whi))
+
+
+class LruLists:
+    """The two LRU lists of one node (flags & mask == 0 or == mask), tail first: pages
+    ordered by their insertion index (`inserted`, < ntimes), equal indexes by address,
+    as `pages[np.argsort(inserted[pages], kind="stable")]` orders the node's pages in
+    address order. A counting sort: one pass over the blocks holding the node's pages
+    (`blocks`: its page count per `block` pages) counts both lists by index, one more
+    per list emits it; no per-page temporaries. `hist` may be updated between the two
+    (pages moved from one list to the other)."""
+
+    def __init__(self, node_map, node: int, blocks, block: int, flags, mask: int,
+                 inserted, ntimes: int):
+        self.args = (node_map, np.uint8(node), np.ascontiguousarray(blocks), int(block),
+                     flags, np.uint8(mask))
+        self.mask, self.inserted = int(mask), inserted
+        self.hist = _kernel("list_hist")(*self.args, inserted, int(ntimes))
+
+    def list(self, on: bool, half: bool = False):
+        """(pages, the list's length): the list with the mask set (`on`) or clear;
+        with `half` only its older half (the first len // 2)."""
+        return _kernel("list_emit")(*self.args, np.uint8(self.mask if on else 0),
+                                    self.inserted, self.hist[int(on)], bool(half))
+
+
+def table_min(pages, which, by_page: bool, tab) -> float:
+    """min(tab[which]) (`by_page`: min(tab[which[pages]])) without the gathers; inf if
+    there are no pages."""
+    return float(_kernel("table_min")(pages, which, bool(by_page),
+                                      np.asarray(tab, dtype=np.float64)))
+
+
+def nimble_inactive(scan, ref, flags, inserted, checked, now: int, active: int,
+                    referenced: int) -> int:
+    """Nimble's inactive-list pass over `scan` after page_referenced gave `ref`:
+    referenced twice -> active (PG_referenced kept), referenced once -> PG_referenced,
+    else cleared; insertion and check indexes -> now. Returns the pages activated."""
+    return int(_kernel("nimble_inactive")(scan, ref, flags, inserted, checked,
+                                          inserted.dtype.type(now), np.uint8(active),
+                                          np.uint8(referenced)))
+
+
+def nimble_active(dscan, flags, inserted, checked, now: int, clear: int) -> None:
+    """Nimble's active-list pass: every page of `dscan` deactivated (flags & ~clear,
+    PG_referenced as it was), insertion and check indexes -> now."""
+    _kernel("nimble_active")(dscan, flags, inserted, checked, inserted.dtype.type(now),
+                             np.uint8(clear))
 
 
 def merge_sorted(w1, p1, a1, w2, p2, a2):

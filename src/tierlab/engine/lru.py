@@ -122,7 +122,7 @@ class LRU:
         self._hand[key] = hand
         passes = self._passes[key]
         cpu0 = sim.bits.cpu_seconds
-        ref = sim.bits.test_since(0, pages, passes.get(pages), sim.now)
+        ref = sim.bits.test_since_table(pages, passes.index(pages), passes.times, sim.now)
         passes.set_swept(start, scanned, sim.now)
         sim.charge_cpu(scanned * sim.costs.reclaim_scan_s + sim.bits.cpu_seconds - cpu0,
                        kind="migration")

@@ -50,7 +50,7 @@ from math import comb
 import numpy as np
 
 from ..errors import TierlabError
-from ..kernels import similar_pairs
+from ..kernels import similar_pairs, window_counts  # noqa: F401 (window_counts: API)
 from ..workloads._common import parse_choice
 from .base import MONITORS, Monitor
 from .damon import UNALLOC, Damon, Regions, _i64, hamming, scaled_regions
@@ -91,17 +91,6 @@ def public_similar_table(n: int) -> np.ndarray:
     """The public code's lookup table: |a - b| <= 2."""
     a = np.arange(n + 1)
     return np.abs(a[:, None] - a[None, :]) <= 2
-
-
-def window_counts(h: np.ndarray, valid: int, window: int) -> np.ndarray:
-    """(R, W): accessed bits in every sliding window of `window` bits over the `valid`
-    newest bits of each history (one window of `valid` bits if valid < window)."""
-    h = np.asarray(h, dtype=np.uint64)
-    w = min(window, valid)
-    mask = np.uint64((1 << w) - 1)
-    offs = range(0, valid - w + 1)
-    return np.stack([np.bitwise_count((h >> np.uint64(k)) & mask) for k in offs],
-                    axis=1).astype(np.int64)
 
 
 @MONITORS.register("idt-regions")

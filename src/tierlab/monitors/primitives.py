@@ -327,6 +327,24 @@ class AccessedBits:
         a = idx * span
         return self.source.accessed(a, a + span, since, now, self.rng)
 
+    def test_since_table(self, idx, which, table, now: float,
+                         by_page: bool = False) -> np.ndarray:
+        """`test_since(0, idx, table[which], now)` for pages whose clear times are few
+        distinct values (a CLOCK hand's pass times, Nimble's check times); `by_page`:
+        `which` is an array over all pages, read at idx. The same bits, cheaper on a
+        rate source (`RateSource.accessed_table`)."""
+        lv = self._level(0)
+        idx = np.asarray(idx)
+        self.charge(2 * idx.shape[0])
+        if idx.shape[0] == 0:
+            return np.zeros(0, dtype=bool)
+        tab = np.maximum(np.asarray(table, dtype=float), self._lookback(lv, now))
+        if hasattr(self.source, "accessed_table"):
+            return self.source.accessed_table(idx, which, tab, now, self.rng, by_page)
+        a = _as_idx(idx)
+        return self.source.accessed(a, a + 1, tab[which[a] if by_page else which], now,
+                                    self.rng)
+
     def clear_all(self, level: int, now: float, entries: int | None = None) -> None:
         """Clear every entry of a level (a full scan). Charged `entries` checks, by
         default one per entry over the address space (ceil(npages / span))."""

@@ -221,6 +221,49 @@ class RateSource(AccessSource):
         r, w = self._expected(a, b, t0, t1, ("read", "write"))
         return rng.poisson(r), rng.poisson(w)
 
+    #: pages per pass of `accessed_table`: bounds its temporaries (about 32 bytes each)
+    TABLE_CHUNK = 1 << 22
+
+    def accessed_table(self, pages, which, since_tab, t1, rng, by_page=False) -> np.ndarray:
+        """`accessed(pages, pages + 1, since_tab[which], t1, rng)` for start times that
+        are few distinct values (`since_tab`, indexed by `which`, or with `by_page` by
+        `which[pages]`, an array over all pages): W(t0) is looked up
+        once per value, the expected accesses summed by a compiled pass
+        (`kernels.add_expected`) and the draws taken in chunks of the same stream, so
+        the result is the same bits with O(chunk) temporaries."""
+        from ..kernels import add_expected, table_min
+        pages = np.asarray(pages)
+        which = np.asarray(which)
+        n = pages.shape[0]
+        out = np.zeros(n, dtype=bool)
+        if n == 0:
+            return out
+        since_tab = np.asarray(since_tab, dtype=float)
+        tmin = table_min(pages, which, by_page, since_tab)
+        tl = self.timeline
+        w_tab = np.asarray(tl.work_at(since_tab), dtype=float)
+        starts = tl.epoch_start
+        eps = []  # (tables, W(epoch start), use it, W(end)) as `_epochs` finds them
+        for k in range(len(starts)):
+            a = starts[k]
+            b = starts[k + 1] if k + 1 < len(starts) else np.inf
+            if b <= tmin or a >= t1:
+                continue
+            eps.append((self._tab(tl.fields[k]), float(tl.work_at(a)), a > tmin,
+                        float(tl.work_at(min(t1, b)))))
+        step = self.TABLE_CHUNK
+        for c in range(0, n, step):
+            lam = np.zeros(min(step, n - c))
+            for tab, w_a, use_max, whi in eps:
+                add_expected(lam, pages[c:c + step], which if by_page else which[c:c + step],
+                             by_page, w_tab, tab.starts, tab.rate["all"], tab.E, w_a,
+                             use_max, whi)
+            np.negative(lam, out=lam)  # -expm1(-lam), in place
+            np.expm1(lam, out=lam)
+            np.negative(lam, out=lam)
+            out[c:c + step] = rng.random(lam.shape) < lam
+        return out
+
     def samples(self, t0, t1, period, which, rng, select=None):
         _check_which(which)
         tl = self.timeline

@@ -67,8 +67,10 @@ Model choices where the sources are silent or the simulator differs:
 - List order. Linux's lists are ordered by insertion; here each page carries the time
   it last entered its list (its head), and "the tail" is the oldest (ties: lowest
   address). Per-page state: that time and the time page_referenced last cleared the
-  page's accessed bits (`sim.bits.test_since` from then to now: the engine's bits look
-  back at most 10 s), 16 bytes per page; a list of n pages costs O(n log n) per pass.
+  page's accessed bits (`sim.bits.test_since_table` from then to now: the engine's bits
+  look back at most 10 s), each an index into the distinct event times (2 bytes per
+  page, 4 past 65,536 of them); a list is a counting sort by that index
+  (`kernels.LruLists`), O(pages of the node) per pass.
   The accessed-bit checks are charged as `sim.bits` counts them plus the engine's 50 ns
   per page examined (`Costs.reclaim_scan_s`), as monitor CPU of the launcher.
 - More than two tiers: the syscall takes exactly one slow and one fast node
@@ -108,8 +110,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.lru import ACTIVE, REFERENCED
+from ..engine.lru import ACTIVE, PROMOTE, REFERENCED
+from ..engine.memory import BLOCK
 from ..errors import TierlabError
+from ..kernels import LruLists, nimble_active, nimble_inactive
 from ..units import PAGE, parse_duration, parse_flag
 from .base import POLICIES, Policy
 
@@ -220,46 +224,42 @@ class Nimble(Policy):
         return len(self.times) - 1
 
     # -- the lists ------------------------------------------------------------------
-    def _list(self, pages, active: bool) -> np.ndarray:
-        """The pages of one list among a node's `pages`, tail (oldest insertion) first."""
-        act = (self.sim.lru.flags[pages] & ACTIVE) != 0
-        pages = pages[act] if active else pages[~act]
-        return pages[np.argsort(self.inserted[pages], kind="stable")]
+    def _lists(self, node: int) -> LruLists:
+        """The node's two lists, tail (oldest insertion) first (`kernels.LruLists`: a
+        counting sort by insertion index, equal indexes in address order)."""
+        mem = self.sim.mem
+        return LruLists(mem.node, node, mem.blocks[:, node], BLOCK, self.sim.lru.flags,
+                        ACTIVE, self.inserted, len(self.times))
 
     def _referenced(self, pages, now) -> np.ndarray:
         """page_referenced: were the accessed bits set since they were last cleared?
-        Clears them (the checked time becomes now)."""
-        ref = self.sim.bits.test_since(0, pages, np.asarray(self.times)[self.checked[pages]],
-                                       now)
-        self.checked[pages] = self._at(now)
-        return ref
+        (The caller clears them: the checked time becomes now.)"""
+        return self.sim.bits.test_since_table(pages, self.checked, self.times, now,
+                                              by_page=True)
 
     def _age(self, node: int, now: float) -> None:
-        """shrink_lists_node_memcg: half the inactive list, then half the active list."""
+        """shrink_lists_node_memcg: half the inactive list, then half the active list.
+        Inactive: referenced twice -> active, referenced once -> PG_referenced, else
+        cleared; active: every page deactivated, PG_referenced as it was (anonymous
+        pages); both re-inserted at the head and their accessed bits cleared."""
         sim = self.sim
         lru = sim.lru
-        flags = lru.flags
         cpu0 = sim.bits.cpu_seconds
-        on = sim.mem.pages_of(node)  # no page moves while the lists age
-        inactive = self._list(on, False)
-        scan = inactive[: len(inactive) // 2]
+        t = self._at(now)  # no page moves while the lists age
+        lists = self._lists(node)
+        scan, _ = lists.list(False, half=True)
         ref = self._referenced(scan, now)
-        had = (flags[scan] & REFERENCED) != 0
-        up = scan[ref & had]
-        lru.activate(up)  # (the engine's activate clears PG_referenced: set it again)
-        flags[scan[ref]] |= REFERENCED
-        flags[scan[~ref]] &= ~np.uint8(REFERENCED)
-        self.inserted[scan] = self._at(now)
-        active = self._list(on, True)
-        dscan = active[: len(active) // 2]
+        up = nimble_inactive(scan, ref, lru.flags, self.inserted, self.checked, t, ACTIVE,
+                             REFERENCED)
+        lru.nr_active[node] += up
+        lists.hist[1, t] += up  # the activated pages, inserted now
+        dscan, _ = lists.list(True, half=True)
         self._referenced(dscan, now)
-        keep = flags[dscan] & REFERENCED
-        lru.deactivate(dscan)  # every anonymous page; PG_referenced as it was
-        flags[dscan] |= keep
-        self.inserted[dscan] = self._at(now)
+        nimble_active(dscan, lru.flags, self.inserted, self.checked, t, ACTIVE | PROMOTE)
+        lru.nr_active[node] -= len(dscan)
         n = len(scan) + len(dscan)
         self.c["scanned"] += n
-        self.c["activated"] += len(up)
+        self.c["activated"] += up
         self.c["deactivated"] += len(dscan)
         sim.charge_cpu(sim.bits.cpu_seconds - cpu0 + n * SCAN_SECONDS, kind="monitor")
 
@@ -358,16 +358,16 @@ class Nimble(Policy):
         free = limit - int(sim.mem.used[fast])
         nr = limit if self.nr_pages is None else min(
             limit, max(int(round(self.nr_pages * sim.scale)), 1))
-        on_slow = sim.mem.pages_of(slow)
-        hot_list = self._list(on_slow, True)
-        cold_list = self._list(sim.mem.pages_of(fast), False)
+        slow_lists = self._lists(slow)
+        hot_list, _ = slow_lists.list(True)
+        cold_list, _ = self._lists(fast).list(False)
         self.hot_last += len(hot_list)
         self.cold_last += len(cold_list)
         if 0 < free and nr < free:
             # ISOLATE_HOT_AND_COLD_PAGES: up to nr from the inactive list, then up to nr
             # more from the active one (isolate_pages_from_lru_list stops early only
             # once more than nr are taken)
-            hot = np.concatenate((self._list(on_slow, False)[:nr], hot_list[:nr]))
+            hot = np.concatenate((slow_lists.list(False)[0][:nr], hot_list[:nr]))
         else:
             hot = hot_list[:nr]
         c["hot_isolated"] += len(hot)
