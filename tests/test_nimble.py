@@ -81,6 +81,33 @@ def test_two_touches_activate_and_half_of_each_list_is_scanned_per_call():
         assert not s["referenced"][unused].any() and not s["active"][unused].any()
 
 
+class Checked(Nimble):
+    """Nimble checking, at every do_mm_manage call, that the active list its aging pass
+    handed over (without another look at the pages) is the list read afresh."""
+
+    calls = 0
+
+    def _decide(self, slow, fast, now):
+        aged = self._aged.get(slow)
+        if aged is not None:
+            fresh, n = self._lists(slow).list(True)
+            assert np.array_equal(aged, fresh) and n == len(aged)
+            Checked.calls += 1
+        return super()._decide(slow, fast, now)
+
+
+@pytest.mark.parametrize("machine", ["optane-2tier", "dram-cxl"])
+def test_aging_hands_the_call_the_active_list_it_would_read(machine):
+    Checked.calls = 0
+    POLICIES.register("nimble-checked")(Checked)
+    try:
+        rec = api.run(machine=machine, workload="gups:dynamic", policy="nimble-checked",
+                      scale=1 / 256, seed=0)
+    finally:
+        POLICIES._items.pop("nimble-checked", None)
+    assert rec["policy_stats"]["passes"] >= 3 and Checked.calls >= 3
+
+
 def test_hot_set_in_the_slow_tier_is_exchanged_in_when_fast_is_full():
     """DRAM is full (dram-preferred fills it to the low watermark) and the hot set sits
     in Optane: it is promoted by exchange with cold DRAM pages, the fast node never

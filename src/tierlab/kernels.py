@@ -216,42 +216,49 @@ def _list_hist_py(node_map, node, blocks, block, flags, mask, inserted, ntimes):
     return part[0] + part[1] + part[2] + part[3]
 
 
-def _list_emit_py(node_map, node, blocks, block, flags, mask, value, inserted, hist, half):
+def _list_emit_py(node_map, node, blocks, block, flags, mask, inserted, hist, take, like):
     n = node_map.shape[0]
-    total = 0
-    for u in range(hist.shape[0]):
-        total += hist[u]
-    m = total // 2 if half else total
-    if m == 0:
-        return np.empty(0, np.int64), total
-    # the insertion index v reached by the first m pages, and its pages to take
-    cum, v = 0, 0
-    while cum + hist[v] < m:
-        cum += hist[v]
-        v += 1
-    need = m - cum
-    pos = np.empty(v + 1, np.int64)
-    s = 0
-    for u in range(v + 1):
-        pos[u] = s
-        s += hist[u]
-    out = np.empty(m, np.int64)
-    left = m
+    ntimes = hist.shape[1]
+    outs = (np.empty(take[0], like.dtype), np.empty(take[1], like.dtype))
+    # per list: the insertion index v reached by its first take pages, how many of
+    # index v to take (in address order), and where each index's pages go
+    v = np.zeros(2, np.int64)
+    need = np.zeros(2, np.int64)
+    pos = np.zeros((2, ntimes), np.int64)
+    left = 0
+    for k in range(2):
+        m = take[k]
+        left += m
+        if m == 0:
+            v[k] = -1
+            continue
+        cum, u = 0, 0
+        while cum + hist[k, u] < m:
+            cum += hist[k, u]
+            u += 1
+        v[k], need[k] = u, m - cum
+        s = 0
+        for w in range(u + 1):
+            pos[k, w] = s
+            s += hist[k, w]
+    if left == 0:
+        return outs
     for b in range(blocks.shape[0]):
         if blocks[b] == 0:
             continue
         for p in range(b * block, min((b + 1) * block, n)):
-            if node_map[p] == node and (flags[p] & mask) == value:
+            if node_map[p] == node:
+                k = 1 if (flags[p] & mask) != 0 else 0
                 t = inserted[p]
-                if t < v or (t == v and need > 0):
-                    out[pos[t]] = p
-                    pos[t] += 1
-                    if t == v:
-                        need -= 1
+                if t < v[k] or (t == v[k] and need[k] > 0):
+                    outs[k][pos[k, t]] = p
+                    pos[k, t] += 1
+                    if t == v[k]:
+                        need[k] -= 1
                     left -= 1
         if left == 0:
             break
-    return out, total
+    return outs
 
 
 def _table_min_py(pages, which, by_page, tab):
@@ -264,14 +271,14 @@ def _table_min_py(pages, which, by_page, tab):
 
 
 def _nimble_inactive_py(scan, ref, flags, inserted, checked, now, active, referenced):
-    up = 0
+    up = np.zeros(scan.shape[0], np.bool_)
     for i in range(scan.shape[0]):
         p = scan[i]
         f = flags[p]
         if ref[i]:
             if f & referenced:
                 f |= active
-                up += 1
+                up[i] = True
             f |= referenced
         else:
             f &= ~referenced
@@ -363,21 +370,33 @@ class LruLists:
     as `pages[np.argsort(inserted[pages], kind="stable")]` orders the node's pages in
     address order. A counting sort: one pass over the blocks holding the node's pages
     (`blocks`: its page count per `block` pages) counts both lists by index, one more
-    per list emits it; no per-page temporaries. `hist` may be updated between the two
-    (pages moved from one list to the other)."""
+    emits the first pages of either or both; no per-page temporaries."""
 
     def __init__(self, node_map, node: int, blocks, block: int, flags, mask: int,
                  inserted, ntimes: int):
         self.args = (node_map, np.uint8(node), np.ascontiguousarray(blocks), int(block),
                      flags, np.uint8(mask))
         self.mask, self.inserted = int(mask), inserted
+        # page numbers in 4 bytes while they fit (5 TiB of 4 KiB pages do)
+        self._like = np.zeros(0, np.int32 if node_map.shape[0] < 2**31 else np.int64)
         self.hist = _kernel("list_hist")(*self.args, inserted, int(ntimes))
+
+    def lengths(self):
+        """(inactive, active): the lists' lengths (the mask clear, set)."""
+        return int(self.hist[0].sum()), int(self.hist[1].sum())
+
+    def first(self, n_clear: int, n_set: int):
+        """The first n_clear pages of the list with the mask clear and the first n_set
+        of the one with it set, in one pass (int32 page numbers below 2^31 pages)."""
+        take = np.array([n_clear, n_set], dtype=np.int64)
+        return _kernel("list_emit")(*self.args, self.inserted, self.hist, take, self._like)
 
     def list(self, on: bool, half: bool = False):
         """(pages, the list's length): the list with the mask set (`on`) or clear;
         with `half` only its older half (the first len // 2)."""
-        return _kernel("list_emit")(*self.args, np.uint8(self.mask if on else 0),
-                                    self.inserted, self.hist[int(on)], bool(half))
+        total = self.lengths()[int(on)]
+        m = total // 2 if half else total
+        return self.first(0 if on else m, m if on else 0)[int(on)], total
 
 
 def table_min(pages, which, by_page: bool, tab) -> float:
@@ -388,13 +407,13 @@ def table_min(pages, which, by_page: bool, tab) -> float:
 
 
 def nimble_inactive(scan, ref, flags, inserted, checked, now: int, active: int,
-                    referenced: int) -> int:
+                    referenced: int) -> np.ndarray:
     """Nimble's inactive-list pass over `scan` after page_referenced gave `ref`:
     referenced twice -> active (PG_referenced kept), referenced once -> PG_referenced,
-    else cleared; insertion and check indexes -> now. Returns the pages activated."""
-    return int(_kernel("nimble_inactive")(scan, ref, flags, inserted, checked,
-                                          inserted.dtype.type(now), np.uint8(active),
-                                          np.uint8(referenced)))
+    else cleared; insertion and check indexes -> now. Returns which were activated."""
+    return _kernel("nimble_inactive")(scan, ref, flags, inserted, checked,
+                                      inserted.dtype.type(now), np.uint8(active),
+                                      np.uint8(referenced))
 
 
 def nimble_active(dscan, flags, inserted, checked, now: int, clear: int) -> None:

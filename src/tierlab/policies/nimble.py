@@ -193,6 +193,7 @@ class Nimble(Policy):
         self.times = [0.0]
         #: the syscall's work left: decisions and copies, FIFO (`_Stage`)
         self.queue: list = []
+        self._aged: dict = {}  # node -> its active list after the last aging pass
         self.pending = False  # a SIGALRM arrived while the syscall was copying
         self.credit = 0.0  # copy time carried over between copier ticks
         self.c = {k: 0 for k in (
@@ -237,31 +238,43 @@ class Nimble(Policy):
         return self.sim.bits.test_since_table(pages, self.checked, self.times, now,
                                               by_page=True)
 
-    def _age(self, node: int, now: float) -> None:
+    def _age(self, node: int, now: float):
         """shrink_lists_node_memcg: half the inactive list, then half the active list.
         Inactive: referenced twice -> active, referenced once -> PG_referenced, else
         cleared; active: every page deactivated, PG_referenced as it was (anonymous
-        pages); both re-inserted at the head and their accessed bits cleared."""
+        pages); both re-inserted at the head and their accessed bits cleared.
+
+        Returns the node's active list after the pass, tail first, for the
+        do_mm_manage call that follows at once (its hot pages when the node is the
+        slow one): the pass knows it without another look at the node's pages."""
         sim = self.sim
         lru = sim.lru
         cpu0 = sim.bits.cpu_seconds
         t = self._at(now)  # no page moves while the lists age
         lists = self._lists(node)
-        scan, _ = lists.list(False, half=True)
+        n_in, n_act = lists.lengths()
+        clean = lists.hist[1, t] == 0  # no active page was inserted now
+        scan, act = lists.first(n_in // 2, n_act if clean else 0)
         ref = self._referenced(scan, now)
-        up = nimble_inactive(scan, ref, lru.flags, self.inserted, self.checked, t, ACTIVE,
-                             REFERENCED)
-        lru.nr_active[node] += up
-        lists.hist[1, t] += up  # the activated pages, inserted now
-        dscan, _ = lists.list(True, half=True)
+        upm = nimble_inactive(scan, ref, lru.flags, self.inserted, self.checked, t, ACTIVE,
+                              REFERENCED)
+        up = scan[upm]
+        lru.nr_active[node] += len(up)
+        if clean:  # the activated pages, inserted now, follow the old list in address order
+            active = np.concatenate((act, np.sort(up)))
+        else:
+            lists.hist[1, t] += len(up)
+            active, _ = lists.list(True)
+        dscan = active[: len(active) // 2]
         self._referenced(dscan, now)
         nimble_active(dscan, lru.flags, self.inserted, self.checked, t, ACTIVE | PROMOTE)
         lru.nr_active[node] -= len(dscan)
         n = len(scan) + len(dscan)
         self.c["scanned"] += n
-        self.c["activated"] += up
+        self.c["activated"] += len(up)
         self.c["deactivated"] += len(dscan)
         sim.charge_cpu(sim.bits.cpu_seconds - cpu0 + n * SCAN_SECONDS, kind="monitor")
+        return active[len(dscan):]
 
     # -- mm_manage --------------------------------------------------------------------
     def mm_manage(self, now: float) -> None:
@@ -274,10 +287,11 @@ class Nimble(Policy):
             return
         self.pending = False
         self.c["passes"] += 1
+        self._aged = {}
         if self.shrink:
             for node in reversed(self.path):
                 if self.sim.mem.used[node]:
-                    self._age(node, now)
+                    self._aged[node] = self._age(node, now)
         self.hot_last = self.cold_last = 0
         self.queue = [_Stage("call", slow=self.path[i + 1], fast=self.path[i])
                       for i in range(len(self.path) - 2, -1, -1)]
@@ -358,8 +372,12 @@ class Nimble(Policy):
         free = limit - int(sim.mem.used[fast])
         nr = limit if self.nr_pages is None else min(
             limit, max(int(round(self.nr_pages * sim.scale)), 1))
-        slow_lists = self._lists(slow)
-        hot_list, _ = slow_lists.list(True)
+        # the active list the aging pass left, for the first call after it (no page
+        # has moved since)
+        aged, self._aged = self._aged, {}
+        hot_list = aged.get(slow)
+        if hot_list is None:
+            hot_list, _ = self._lists(slow).list(True)
         cold_list, _ = self._lists(fast).list(False)
         self.hot_last += len(hot_list)
         self.cold_last += len(cold_list)
@@ -367,7 +385,7 @@ class Nimble(Policy):
             # ISOLATE_HOT_AND_COLD_PAGES: up to nr from the inactive list, then up to nr
             # more from the active one (isolate_pages_from_lru_list stops early only
             # once more than nr are taken)
-            hot = np.concatenate((slow_lists.list(False)[0][:nr], hot_list[:nr]))
+            hot = np.concatenate((self._lists(slow).list(False)[0][:nr], hot_list[:nr]))
         else:
             hot = hot_list[:nr]
         c["hot_isolated"] += len(hot)
