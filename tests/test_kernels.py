@@ -69,16 +69,47 @@ def _pages_on_numpy(node_map, node, start, limit, flags=None, mask=0, value=0):
 @given(st.integers(0, 40_000), st.integers(0, 3), st.integers(0, 50_000),
        st.integers(0, 20_000), st.booleans(), st.integers(0, 2**32 - 1))
 def test_pages_on_is_the_numpy_scan(npages, node, start, limit, use_flags, seed):
-    from tierlab.kernels import pages_on
+    """The bitmap scan returns the byte scan's pages, hand position and addresses."""
+    from tierlab.kernels import NodeBits
     rng = np.random.default_rng(seed)
     p = rng.random(4)
     node_map = rng.choice(np.array([0, 1, 2, 255], np.uint8), npages, p=p / p.sum())
     flags = rng.integers(0, 8, npages).astype(np.uint8) if use_flags else None
-    got = pages_on(node_map, node, start, limit, flags, 1, 1)
+    got = NodeBits(node_map, 4).pages_on(node, start, limit, flags, 1, 1)
     want = _pages_on_numpy(node_map, node, start, limit, flags, 1, 1)
     np.testing.assert_array_equal(got[0], want[0])
     assert got[0].dtype == np.int64
     assert got[1:] == want[1:]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(0, 2**32 - 1))
+def test_node_bits_follow_placements_frees_and_moves(npages, seed):
+    """After any sequence of first touches, frees and moves through Memory, each node's
+    bitmap is exactly its pages in the page map."""
+    from test_engine import small_machine
+
+    from tierlab.engine.memory import Memory
+    rng = np.random.default_rng(seed)
+    mem = Memory(small_machine(npages, npages, tiers=4), npages)
+    mem.pages_on(0, 0, 1)  # builds the bitmaps: kept from here on
+    for _ in range(30):
+        op = rng.integers(3)
+        a = int(rng.integers(npages))
+        b = int(rng.integers(a, npages + 1))
+        if op == 0 and (mem.node[a:b] == 255).all():
+            mem.place_range(a, b, int(rng.integers(4)))
+        elif op == 1:
+            mem.release_range(a, b)
+        else:
+            pages = np.flatnonzero(mem.node != 255)
+            pages = rng.permutation(pages)[: rng.integers(0, len(pages) + 1)]
+            cur = mem.node[pages]
+            mem.move(pages, cur, rng.integers(0, 4, len(pages)).astype(np.uint8))
+        bits = np.unpackbits(mem._bits.bits.view(np.uint8), axis=1,
+                             bitorder="little")[:, :npages]
+        for r in range(4):
+            np.testing.assert_array_equal(bits[r].astype(bool), mem.node == r)
 
 
 @settings(max_examples=80, deadline=None)

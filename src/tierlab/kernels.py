@@ -128,38 +128,6 @@ def _merge_sorted_py(w1, p1, a1, w2, p2, a2):
     return w, p, a
 
 
-def _pages_on_py(node_map, node, start, limit, flags, mask, value, use_flags):
-    npages = node_map.shape[0]
-    out = np.empty(min(limit, npages) + 1, np.int64)  # +1: the branchless store
-    chunk = max(4 * limit, 4096)
-    n = 0
-    pos = start % max(npages, 1)
-    scanned = 0
-    while n < limit and scanned < npages:
-        end = min(pos + chunk, npages, pos + npages - scanned)
-        i = pos
-        if use_flags:
-            while i < end and n < limit:
-                out[n] = i
-                n += (node_map[i] == node) & ((flags[i] & mask) == value)
-                i += 1
-        else:
-            while i < end and n < limit:
-                out[n] = i
-                n += node_map[i] == node
-                i += 1
-        if n == limit:  # a hit later in the window ends it after the last page taken
-            while i < end:
-                if node_map[i] == node and (not use_flags or (flags[i] & mask) == value):
-                    end = out[n - 1] + 1
-                    break
-                i += 1
-        scanned += end - pos
-        pos = end % npages
-        chunk = min(2 * chunk, 1 << 22)
-    return out[:n], pos, scanned
-
-
 def _similar_pairs_py(h, valid, window, table):
     r = h.shape[0]
     out = np.ones(max(r - 1, 0), np.bool_)
@@ -296,11 +264,88 @@ def _nimble_active_py(dscan, flags, inserted, checked, now, clear):
         checked[p] = now
 
 
-_PY = {"list_hist": _list_hist_py, "list_emit": _list_emit_py,
-       "table_min": _table_min_py, "nimble_inactive": _nimble_inactive_py,
-       "nimble_active": _nimble_active_py, "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
-       "pages_on": _pages_on_py, "similar_pairs": _similar_pairs_py,
-       "add_expected": _add_expected_py}
+def _bits_build_py(node_map, k):
+    n = node_map.shape[0]
+    bits = np.zeros((k, (n + 63) >> 6), np.uint64)
+    one = np.uint64(1)
+    for p in range(n):
+        v = node_map[p]
+        if v < k:
+            bits[v, p >> 6] |= one << np.uint64(p & 63)
+    return bits
+
+
+def _bits_range_py(bits, row, start, end, value):
+    # rows row (or every row if row < 0) of [start, end) set to value
+    one = np.uint64(1)
+    full = ~np.uint64(0)
+    r0, r1 = (row, row + 1) if row >= 0 else (0, bits.shape[0])
+    p = start
+    while p < end:
+        w = p >> 6
+        lo = p & 63
+        hi = min(end - (w << 6), 64)
+        m = full if hi - lo == 64 else ((one << np.uint64(hi - lo)) - one) << np.uint64(lo)
+        for r in range(r0, r1):
+            if value:
+                bits[r, w] |= m
+            else:
+                bits[r, w] &= ~m
+        p = (w + 1) << 6
+
+
+def _bits_move_py(bits, pages, cur, dsts):
+    one = np.uint64(1)
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        b = one << np.uint64(p & 63)
+        bits[cur[i], p >> 6] &= ~b
+        bits[dsts[i], p >> 6] |= b
+
+
+def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, debruijn):
+    out = np.empty(min(limit, npages), np.int64)
+    chunk = max(4 * limit, 4096)
+    n = 0
+    pos = start % max(npages, 1)
+    scanned = 0
+    mul = np.uint64(0x03F79D71B4CB0A89)
+    while n < limit and scanned < npages:
+        end = min(pos + chunk, npages, pos + npages - scanned)
+        i = pos
+        stop = False
+        while i < end:
+            w = i >> 6
+            wend = min((w + 1) << 6, end)
+            word = row[w] >> np.uint64(i & 63)
+            if wend - i < 64:
+                word &= (np.uint64(1) << np.uint64(wend - i)) - np.uint64(1)
+            while word:
+                low = word & (~word + np.uint64(1))
+                a = i + debruijn[(low * mul) >> np.uint64(58)]
+                if not use_flags or (flags[a] & mask) == value:
+                    if n == limit:  # a hit past the limit: the window ends after the last
+                        end = out[n - 1] + 1
+                        stop = True
+                        break
+                    out[n] = a
+                    n += 1
+                word ^= low
+            if stop:
+                break
+            i = wend
+        scanned += end - pos
+        pos = end % npages
+        chunk = min(2 * chunk, 1 << 22)
+    return out[:n], pos, scanned
+
+
+_PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
+       "bits_move": _bits_move_py, "pages_on_bits": _pages_on_bits_py,
+       "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
+       "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
+       "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
+       "similar_pairs": _similar_pairs_py, "add_expected": _add_expected_py}
 
 #: below this size numpy's own sort is as fast and needs no compiled code
 SMALL = 256
@@ -312,16 +357,6 @@ def argsort_stable(keys) -> np.ndarray:
     if keys.shape[0] <= SMALL:
         return np.argsort(keys, kind="stable")
     return _kernel("argsort_stable")(keys)
-
-
-def pages_on(node_map, node, start, limit, flags=None, mask=0, value=0):
-    """`Memory.pages_on`'s address scan (a CLOCK hand over one node's pages, the same
-    chunks, so the same pages, hand and addresses scanned) in one pass that stops at the
-    limit, where numpy compares, masks and collects each whole chunk."""
-    use = flags is not None
-    f = flags if use else node_map
-    return _kernel("pages_on")(node_map, np.uint8(node), int(start), int(limit), f,
-                               np.uint8(mask), np.uint8(value), use)
 
 
 def window_counts(h: np.ndarray, valid: int, window: int) -> np.ndarray:
@@ -421,6 +456,44 @@ def nimble_active(dscan, flags, inserted, checked, now: int, clear: int) -> None
     PG_referenced as it was), insertion and check indexes -> now."""
     _kernel("nimble_active")(dscan, flags, inserted, checked, inserted.dtype.type(now),
                              np.uint8(clear))
+
+
+#: de Bruijn table: the index of the lowest set bit b of a word is
+#: _DEBRUIJN[(b * 0x03F79D71B4CB0A89) >> 58] (64-bit wrap-around product)
+_DEBRUIJN = np.zeros(64, np.int64)
+for _i in range(64):
+    _DEBRUIJN[((1 << _i) * 0x03F79D71B4CB0A89 % 2**64) >> 58] = _i
+
+
+class NodeBits:
+    """One bit per page and node: page p is on node r iff bit p of row r is set (the
+    page map as `k` bitmaps, k/8 bytes per page), kept through every placement, free
+    and move, so a CLOCK hand over one node's pages reads 64 addresses per word and
+    stops only at that node's pages (`pages_on`)."""
+
+    def __init__(self, node_map, k: int):
+        self.npages = node_map.shape[0]
+        self.bits = _kernel("bits_build")(node_map, np.uint8(k))
+
+    def fill(self, start: int, end: int, node: int) -> None:
+        _kernel("bits_range")(self.bits, int(node), int(start), int(end), True)
+
+    def clear(self, start: int, end: int) -> None:
+        """Pages [start, end) on no node."""
+        _kernel("bits_range")(self.bits, -1, int(start), int(end), False)
+
+    def move(self, pages, cur, dsts) -> None:
+        _kernel("bits_move")(self.bits, pages, cur, dsts)
+
+    def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
+                 value: int = 0):
+        """`Memory.pages_on`: up to `limit` pages on `node` (with flags & mask ==
+        value, given flags) from address `start`, wrapping, by windows that start near
+        the need and double; returns (pages, next hand position, addresses scanned)."""
+        use = flags is not None
+        f = flags if use else np.zeros(1, np.uint8)
+        return _kernel("pages_on_bits")(self.bits[node], self.npages, int(start), int(limit),
+                                        f, np.uint8(mask), np.uint8(value), use, _DEBRUIJN)
 
 
 def merge_sorted(w1, p1, a1, w2, p2, a2):

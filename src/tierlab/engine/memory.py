@@ -52,6 +52,9 @@ class Memory:
         #: per 512 pages
         self.blocks = np.zeros((-(-self.npages // BLOCK), machine.nnodes), dtype=np.int32)
         self._cum = None
+        #: the page map as one bitmap per node (`kernels.NodeBits`), built at the first
+        #: CLOCK-hand scan and kept from then on (runs without kswapd never pay for it)
+        self._bits = None
 
     @property
     def free(self) -> np.ndarray:
@@ -69,6 +72,8 @@ class Memory:
         if self.used[node] + self.held[node] + n > self.capacity[node]:
             raise RuntimeError(f"node {node} over capacity")
         self.node[start:end] = node
+        if self._bits is not None:
+            self._bits.fill(start, end, node)
         self.used[node] += n
         b = np.arange(start // BLOCK, (end - 1) // BLOCK + 1)
         self.blocks[b, node] += (np.minimum((b + 1) * BLOCK, end)
@@ -92,6 +97,8 @@ class Memory:
         self._cum = None
         seg = self.node[start:end]
         seg[:] = UNALLOC
+        if self._bits is not None:
+            self._bits.clear(start, end)
         self.used -= freed
         return freed
 
@@ -103,6 +110,8 @@ class Memory:
         n = len(pages)
         if n == 0:
             return
+        if self._bits is not None:
+            self._bits.move(pages, cur, dsts)
         k = self.machine.nnodes
         self.used += np.bincount(dsts, minlength=256)[:k] - np.bincount(cur, minlength=256)[:k]
         lo, hi = int(pages.min()) // BLOCK, int(pages.max()) // BLOCK + 1
@@ -123,8 +132,11 @@ class Memory:
         value), scanning addresses from `start` and wrapping (a CLOCK hand over the
         node's pages). Returns (pages, next hand position, addresses scanned). The scan
         goes by windows that start near the need and double (a window holding a hit past
-        the limit ends after the last page taken); compiled (`kernels.pages_on`)."""
-        return kernels.pages_on(self.node, node, start, limit, flags, mask, value)
+        the limit ends after the last page taken), reading the node's bitmap
+        (`kernels.NodeBits`: 64 addresses per word, only the node's pages looked at)."""
+        if self._bits is None:
+            self._bits = kernels.NodeBits(self.node, self.machine.nnodes)
+        return self._bits.pages_on(node, start, limit, flags, mask, value)
 
     # -- counts over address ranges, from the blocks ------------------------------------
     def _cumulative(self) -> np.ndarray:
