@@ -529,21 +529,30 @@ class Sweep:
         # every input file goes to each accepted worker once, before any run starts
         files = {f: self._digest(f) for i in fresh.values() for s in
                  (todo[i].machine, todo[i].workload) for f in input_files(s)}
-        for f, d in files.items():
-            if d not in self._scattered:
-                self._scattered[d] = client.scatter(
-                    Path(f).read_bytes(), broadcast=True, hash=False,
-                    workers=sorted(self._accepted) or None)
+
+        def scatter(names):
+            for f in names:
+                if files[f] not in self._scattered:
+                    live = self._accepted & set(client.nthreads())
+                    self._scattered[files[f]] = client.scatter(
+                        Path(f).read_bytes(), broadcast=True, hash=False,
+                        workers=sorted(live) or None)
+
+        def submit(i, n):
+            job = todo[i]
+            names = [f for s in (job.machine, job.workload) for f in input_files(s)]
+            scatter(names)
+            inputs = {f: (files[f], self._scattered[files[f]]) for f in names}
+            return client.submit(_run_on_worker, job, inputs, __version__, pure=False,
+                                 key=f"tierlab-run-{tag}-{n}", resources={RESOURCE: 1})
+
+        scatter(files)
         futs = {}
         for n, (k, i) in enumerate(fresh.items()):
-            job = todo[i]
-            inputs = {f: (files[f], self._scattered[files[f]])
-                      for s in (job.machine, job.workload) for f in input_files(s)}
-            fut = client.submit(_run_on_worker, job, inputs, __version__, pure=False,
-                                key=f"tierlab-run-{tag}-{n}", resources={RESOURCE: 1})
-            futs[fut] = k
+            futs[submit(i, n)] = (k, i)
         pending = set(futs)
         ours = {f.key for f in futs}
+        resubmits = 0
         try:
             while pending:
                 deferred.check()
@@ -553,13 +562,29 @@ class Sweep:
                                                          return_when="FIRST_COMPLETED")
                 except TimeoutError:
                     done = set()
+                except distributed.client.FuturesCancelledError:
+                    # the scheduler forgot runs whose input copy died with its worker
+                    # (scattered data cannot be recomputed): scatter again, resubmit
+                    done = set()
+                    lost = [f for f in pending if f.cancelled()]
+                    resubmits += len(lost)
+                    if not lost or resubmits > 3 * len(futs):
+                        raise
+                    for d in files.values():
+                        self._scattered.pop(d, None)
+                    for f in lost:
+                        k, i = futs.pop(f)
+                        new = submit(i, len(ours))
+                        futs[new] = (k, i)
+                        ours.add(new.key)
+                        pending = (pending - {f}) | {new}
                 for f in done:
                     try:
                         rec, worker = f.result()
                     except Exception as e:
-                        failed(futs[f], e)
+                        failed(futs[f][0], e)
                     else:
-                        finished(futs[f], rec, worker)
+                        finished(futs[f][0], rec, worker)
                     f.release()
                 self._check_workers()
                 busy = client.processing()
