@@ -7,6 +7,8 @@ from hypothesis.extra.numpy import arrays
 
 from tierlab.kernels import SMALL, argsort_stable, merge_sorted
 
+from test_engine import small_machine
+
 floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
 # a few distinct values make ties, the case where only a stable sort's order is right
 few = st.sampled_from([0.0, -0.0, 1.5, -2.0, 1e300, np.inf, -np.inf, np.nan, 5e-324])
@@ -87,8 +89,6 @@ def test_pages_on_is_the_numpy_scan(npages, node, start, limit, use_flags, seed)
 def test_node_bits_follow_placements_frees_and_moves(npages, seed):
     """After any sequence of first touches, frees and moves through Memory, each node's
     bitmap is exactly its pages in the page map."""
-    from test_engine import small_machine
-
     from tierlab.engine.memory import Memory
     rng = np.random.default_rng(seed)
     mem = Memory(small_machine(npages, npages, tiers=4), npages)
@@ -179,3 +179,24 @@ def test_without_numba_the_guest_path_still_answers(monkeypatch):
     assert k._kernel("similar_pairs") is k._similar_pairs_numpy
     np.testing.assert_array_equal(k.similar_pairs(h, 40, 16, table), want)
     assert want.any() and not want.all()
+
+
+@settings(max_examples=80, deadline=None)
+@given(arrays(np.int64, st.integers(0, 400), elements=st.integers(0, 5000)))
+def test_unique_in_order_keeps_first_occurrences(pages):
+    """The engine's move requests without repeats, in the caller's order: the bitset
+    pass equals unique-with-indexes, and leaves its scratch clear."""
+    import tierlab.kernels as k
+    _, first = np.unique(pages, return_index=True)
+    np.testing.assert_array_equal(k.unique_in_order(pages), pages[np.sort(first)])
+    assert not k._seen.any()
+    keep, dup = k._first_seen_numpy(pages, None)
+    np.testing.assert_array_equal(pages[keep], pages[np.sort(first)])
+    assert dup == len(pages) - len(first)
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.int64, st.integers(0, 400), elements=st.integers(0, 3000)))
+def test_sorted_unique_is_np_unique(pages):
+    from tierlab.kernels import sorted_unique
+    np.testing.assert_array_equal(sorted_unique(pages), np.unique(pages))

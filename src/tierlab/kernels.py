@@ -229,6 +229,31 @@ def _list_emit_py(node_map, node, blocks, block, flags, mask, inserted, hist, ta
     return outs
 
 
+def _first_seen_py(pages, seen):
+    keep = np.ones(pages.shape[0], np.bool_)
+    dup = 0
+    one = np.uint64(1)
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        b = one << np.uint64(p & 63)
+        if seen[p >> 6] & b:
+            keep[i] = False
+            dup += 1
+        else:
+            seen[p >> 6] |= b
+    for i in range(pages.shape[0]):  # leave the scratch clear
+        p = pages[i]
+        seen[p >> 6] &= ~(one << np.uint64(p & 63))
+    return keep, dup
+
+
+def _first_seen_numpy(pages, seen):
+    _, first = np.unique(pages, return_index=True)
+    keep = np.zeros(pages.shape[0], np.bool_)
+    keep[first] = True
+    return keep, pages.shape[0] - first.shape[0]
+
+
 def _table_min_py(pages, which, by_page, tab):
     m = np.inf
     for i in range(pages.shape[0]):
@@ -345,7 +370,8 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
-       "similar_pairs": _similar_pairs_py, "add_expected": _add_expected_py}
+       "similar_pairs": _similar_pairs_py, "add_expected": _add_expected_py,
+       "first_seen": _first_seen_py}
 
 #: below this size numpy's own sort is as fast and needs no compiled code
 SMALL = 256
@@ -375,7 +401,7 @@ def _similar_pairs_numpy(h, valid, window, table):
     return table[c[:-1], c[1:]].all(axis=1)
 
 
-_NUMPY = {"similar_pairs": _similar_pairs_numpy}
+_NUMPY = {"similar_pairs": _similar_pairs_numpy, "first_seen": _first_seen_numpy}
 
 
 def similar_pairs(h, valid: int, window: int, table) -> np.ndarray:
@@ -432,6 +458,31 @@ class LruLists:
         total = self.lengths()[int(on)]
         m = total // 2 if half else total
         return self.first(0 if on else m, m if on else 0)[int(on)], total
+
+
+def sorted_unique(pages) -> np.ndarray:
+    """`np.unique(pages)` for page numbers: a stable sort takes the few sorted runs
+    page lists usually are (reclaim batches, scan steps) in linear time, where
+    np.unique hashes every page (80 k pages: 0.6-0.8 ms against 16 ms)."""
+    pages = np.sort(np.asarray(pages), kind="stable")
+    return pages[np.concatenate(([True], pages[1:] != pages[:-1]))] if pages.size else pages
+
+
+_seen = np.zeros(0, np.uint64)  # a clear bitset over page numbers, grown on demand
+
+
+def unique_in_order(pages: np.ndarray) -> np.ndarray:
+    """`pages` (int64) without repeats, each at its first occurrence: one pass over a
+    bitset of page numbers, where the unique-with-indexes route sorts (the engine's
+    move requests, listed by priority)."""
+    global _seen
+    if pages.shape[0] < 2 or bool(np.all(pages[1:] > pages[:-1])):
+        return pages
+    need = (int(pages.max()) >> 6) + 1
+    if _seen.shape[0] < need:
+        _seen = np.zeros(max(need, 2 * _seen.shape[0]), np.uint64)
+    keep, dup = _kernel("first_seen")(pages, _seen)
+    return pages[keep] if dup else pages
 
 
 def table_min(pages, which, by_page: bool, tab) -> float:

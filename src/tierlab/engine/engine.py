@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import kernels
 from ..errors import TierlabError
 from ..field import RateField
 from ..machines import Machine
@@ -39,12 +40,7 @@ from .timeline import Timeline
 
 def _unique_in_order(pages: np.ndarray) -> np.ndarray:
     """Drop repeated pages, keeping the first occurrence (callers list by priority)."""
-    if len(pages) < 2 or bool(np.all(pages[1:] > pages[:-1])):
-        return pages
-    _, first = np.unique(pages, return_index=True)
-    if len(first) == len(pages):
-        return pages
-    return pages[np.sort(first)]
+    return kernels.unique_in_order(pages)
 
 
 MOVERS = ("linux", "nimble")

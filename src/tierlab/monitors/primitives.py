@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..kernels import sorted_unique
 from .source import AccessSource, RateSource
 
 #: pages (4 KiB) covered by one entry at each page-table level: PTE, PMD (2 MiB),
@@ -323,6 +324,10 @@ class AccessedBits:
         if idx.size == 0:
             return np.zeros(0, dtype=bool)
         since = np.maximum(np.asarray(since, dtype=float), self._lookback(lv, now))
+        if level == 0 and since.ndim == 0 and hasattr(self.source, "accessed_table"):
+            # one clear time for all (DAMON's and IDT's samples): the compiled sum
+            return self.source.accessed_table(idx, np.zeros(idx.shape[0], np.uint8),
+                                              since.reshape(1), now, self.rng)
         span = LEVEL_SPAN[level]
         a = idx * span
         return self.source.accessed(a, a + span, since, now, self.rng)
@@ -508,7 +513,7 @@ class HintFaults:
 
     def arm(self, pages, now: float) -> int:
         """Make pages PROT_NONE at `now`; returns how many were newly armed."""
-        pages = np.unique(_as_idx(pages))
+        pages = sorted_unique(_as_idx(pages))
         pages = pages[~self.is_armed(pages)]
         n = pages.shape[0]
         if n == 0:
