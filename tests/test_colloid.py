@@ -75,59 +75,48 @@ def test_colloid_tpp_is_tpp_unloaded_and_demotes_hot_pages_under_load():
     assert col3["throughput"] > 1.2 * tpp3["throughput"]
 
 
-def _pick_pairs_resorting(p_src, p_dst, free_slots: int, dp: float, most: int):
-    """colloid.pick_pairs as first written: every pair sorts the unused partners."""
-    if p_src.size == 0:
-        return []
-    order = np.argsort(p_dst, kind="stable")
-    dst = p_dst[order]
-    used_s = np.zeros(p_src.shape[0], dtype=bool)
-    used_d = np.zeros(dst.shape[0], dtype=bool)
-    pairs = []
-    left = dp
+def _pick_pairs_brute(p_src, p_dst, free_slots, dp, most):
+    """The pair rule by brute force: for each unused i its partner is the unused j of
+    smallest share >= p_i - left (equal shares: lowest j), or a free frame (share 0,
+    chosen on a tie); the pair of largest difference in (0, left] goes first (equal
+    differences: lowest i)."""
+    used_s, used_d, pairs, left = set(), set(), [], dp
     while len(pairs) < most and left > 0:
-        avail = dst.copy()
-        avail[used_d] = np.inf
-        # the smallest unused partner share >= p_i - left (largest difference <= left)
-        srt = np.sort(avail)
-        pos = np.argsort(avail, kind="stable")
-        k = np.searchsorted(srt, p_src - left, side="left")
-        ok = (k < srt.shape[0]) & ~used_s
-        part = np.where(ok, srt[np.minimum(k, srt.shape[0] - 1)], np.inf) if srt.size \
-            else np.full(p_src.shape[0], np.inf)
-        diff = np.where(part < p_src, p_src - part, -np.inf)
-        if free_slots > 0:  # a free frame: a partner of share 0
-            free_diff = np.where(~used_s & (p_src <= left) & (p_src > 0), p_src, -np.inf)
-            use_free = free_diff >= diff
-            diff = np.maximum(diff, free_diff)
-        else:
-            use_free = np.zeros(p_src.shape[0], dtype=bool)
-        i = int(np.argmax(diff))
-        if not np.isfinite(diff[i]) or diff[i] <= 0:
+        best = None
+        for i, p in enumerate(p_src):
+            if i in used_s:
+                continue
+            ok = [(p_dst[j], j) for j in range(len(p_dst))
+                  if j not in used_d and p_dst[j] >= p - left]
+            share, j = min(ok) if ok else (np.inf, None)
+            diff = p - share if share < p else -np.inf
+            if free_slots > 0 and 0 < p <= left and p >= diff:
+                diff, j = p, -1
+            if np.isfinite(diff) and (best is None or diff > best[0]):
+                best = (diff, i, j)
+        if best is None or best[0] <= 0:
             break
-        if use_free[i]:
-            pairs.append((i, -1))
+        diff, i, j = best
+        pairs.append((i, j))
+        if j == -1:
             free_slots -= 1
         else:
-            j = int(pos[k[i]])
-            pairs.append((i, int(order[j])))
-            used_d[j] = True
-        used_s[i] = True
-        left -= float(diff[i])
+            used_d.add(j)
+        used_s.add(i)
+        left -= float(diff)
     return pairs
-
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 60), st.integers(0, 80), st.integers(0, 4), st.floats(0.0, 1.5),
        st.integers(1, 30), st.integers(0, 2**32 - 1))
 def test_pick_pairs_equals_resorting_every_pair(ns, nd, free, dp, most, seed):
-    """pick_pairs keeps one sorted array of unused partners instead of sorting them
-    again for every pair: the same pairs, in the same order (ties, zero and infinite
-    shares included)."""
+    """pick_pairs (one sorted array of unused partners, each pair removing its own)
+    follows the rule as a brute force states it: the same pairs in the same order,
+    ties, zero and infinite shares included."""
     rng = np.random.default_rng(seed)
     grid = np.array([0.0, 0.01, 0.02, 0.05, 0.1, 0.2, np.inf])
     src = rng.choice(grid[:-1], ns) if ns % 2 else rng.random(ns) * 0.3
     dst = rng.choice(grid, nd) if nd % 2 else rng.random(nd) * 0.3
     assert pick_pairs(src, dst, free, dp, most) == \
-        _pick_pairs_resorting(src, dst, free, dp, most)
+        _pick_pairs_brute(src, dst, free, dp, most)
