@@ -1,24 +1,30 @@
 """Compiled kernels (numba) for the loops numpy cannot make fast enough (issue 18).
 
-Each kernel returns exactly what the numpy expression it replaces returns, so results
-are identical whichever runs:
+Each returns exactly what the numpy code it replaced returned (tests/test_kernels.py
+checks each against that code or numpy), so run records are identical whichever runs.
+The targets they serve are issue 18's: bench_scale (every policy under 60 s) and
+bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the figures.
 
-- `argsort_stable(keys)`: `np.argsort(keys, kind="stable")` for float64 keys, as an
-  LSD radix sort of (key, index) pairs, 11-bit digits, digits every key shares skipped.
-  -0.0 sorts with +0.0 and every NaN last, in input order, as numpy's does. Measured on
-  this machine (2 cores, no other load): 65,536 random works 0.6-0.9 ms against 5.9 ms
-  for numpy's stable sort and 7.5 ms for its quicksort; this is the sort of the fault
-  works of each NUMA scan step's batch (`monitors/hint_faults.py`), 45% of AutoNUMA's
-  CPU on `benchmarks/bench_scale.py` (target 2 of issue 18: every policy under 60 s).
-- `add_expected(...)`: the rate model's expected accesses of single pages whose
-  start times are few distinct values (kswapd's and Nimble's accessed-bit checks,
-  `AccessedBits.test_since_table`).
-- `merge_sorted(w1, p1, a1, w2, p2, a2)`: the stable merge of two batches sorted by w
-  (equal keys: the first batch's first), i.e. what concatenating them and sorting
-  stably gives, in one pass instead of a sort and three gathers.
+- `argsort_stable`, `merge_sorted`: the hint faults' batches sorted by fault work (an
+  LSD radix sort of (key, index) pairs; 65,536 works in 0.6-0.9 ms against numpy's
+  5.9 ms) and merged in one pass: 45% of AutoNUMA's CPU was numpy's argsort.
+- `NodeBits`: the page map as one bitmap per node, so kswapd's CLOCK hands read 64
+  addresses per word and stop only at the node's pages (`Memory.pages_on`).
+- `add_expected`, `table_min`: the rate model's expected accesses of single pages
+  whose clear times are few values (kswapd's pass times, Nimble's check times, one
+  time for DAMON's and IDT's samples), `AccessedBits.test_since_table`.
+- `LruLists`, `nimble_inactive`, `nimble_active`: Nimble's lists as a counting sort by
+  insertion index and its aging pass in place.
+- `similar_pairs`: IDT's Fisher merge test of neighbours, stopping at the first window
+  that fails.
+- `unique_in_order`: the engine's move requests without repeats (a bitset pass);
+  `sorted_unique` (numpy): np.unique for page lists of a few sorted runs.
 
 numba compiles each kernel at first use and caches the machine code beside this file
-(`cache=True`), so only the first run on a machine pays the compile (a few seconds).
+(`cache=True`), so only the first run on a machine pays the compile (about a second a
+kernel). Without numba (the QEMU guest's trimmed Python, which runs only the Linux
+backend) a kernel falls back to its numpy form where one exists (`_NUMPY`), else to its
+Python source.
 """
 from __future__ import annotations
 
