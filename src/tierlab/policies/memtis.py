@@ -348,7 +348,6 @@ class Memtis(Policy):
         self.npages = int(sim.mem.npages)
         nh = -(-self.npages // HP)
         self.nh = nh
-        self.cnt = np.zeros(nh * HP, dtype=np.int64)  # base page / subpage counts
         #: every 4 KiB page's cooling clock (a huge page's subpages carry its clock)
         #: (4 bytes: a clock counts coolings)
         self.pclk = np.zeros(nh * HP, dtype=np.int32)
@@ -374,6 +373,13 @@ class Memtis(Policy):
         self.direct_extra = pg(DIRECT_EXTRA)
         self.split_per_pass = max(int(round(self.split_max * f)), 1)
         self.cool_every = max(int(round(self.cooling_period * f)), 1)
+        #: base page / subpage counts. A count gains 512 per sample and is halved at
+        #: every clock tick (lazily, before its next gain), and the clock ticks every
+        #: cool_every samples, so it stays below 1024 x cool_every plus a new page's
+        #: hotness factor (<= 2^16): 4 bytes whenever that fits (2,000,000 samples at
+        #: full scale: 2.05e9 < 2^32), else 8 (issue 18: 8 of memtis's 17 bytes/page)
+        bound = 1024 * self.cool_every + (1 << 17)
+        self.cnt = np.zeros(nh * HP, dtype=np.uint32 if bound < 2**32 else np.int64)
         self.adapt_every = max(int(round(self.adaptation * f)), 1)
         self.alloc_step = max(int(sim.scaled_bytes(self.cooling_alloc)) // PAGE, 1)
         self.nr_alloc = 0
@@ -437,7 +443,7 @@ class Memtis(Policy):
             return
         d = np.minimum(self.clock - self.hclk[hs], MAX_SHIFT)
         idx = hs[:, None] * HP + self._ar
-        c = self.cnt[idx]
+        c = self.cnt[idx].astype(np.int64)
         pb = get_idx(c)
         hot = pb >= min(self.active, self.bp_active)
         hot_utils = hot.sum(axis=1)
@@ -468,7 +474,7 @@ class Memtis(Policy):
         if ps.size == 0:
             return
         d = np.minimum(self.clock - self.pclk[ps], MAX_SHIFT)
-        c = self.cnt[ps]
+        c = self.cnt[ps].astype(np.int64)
         self.may_hot[ps] = get_idx(c) >= self.bp_active
         self.cnt[ps] = np.right_shift(c, d)
         self.pclk[ps] = self.clock
@@ -529,7 +535,7 @@ class Memtis(Policy):
         self._cool_base(up[~huge])
         # eHR: the first sample sees the page's may_hot; the j-th (j >= 2) sees the
         # count after j-1 increments: bin >= bp <=> c0 + 512 (j-1) + 1 >= 2^bp
-        c0 = self.cnt[up]
+        c0 = self.cnt[up].astype(np.int64)
         bp = self.bp_active
         thr = (1 << bp) if bp <= 15 else (1 << 62)
         jmin = np.maximum(-(-(thr - 1 - c0) // HP), 1)  # smallest j-1 >= 1 that is hot
@@ -603,7 +609,7 @@ class Memtis(Policy):
         for a in range(0, self.cnt.shape[0], _CHUNK):
             d = self.clock - self.pclk[a:a + _CHUNK]
             np.clip(d, 0, MAX_SHIFT, out=d)
-            pc = np.right_shift(self.cnt[a:a + _CHUNK], d)
+            pc = np.right_shift(self.cnt[a:a + _CHUNK].astype(np.int64), d)
             pc += 1
             e = np.frexp(pc.astype(np.float64))[1]  # floor(log2(count + 1)) + 1
             np.minimum(e, NBINS, out=e)
