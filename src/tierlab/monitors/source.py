@@ -251,9 +251,11 @@ class RateSource(AccessSource):
                 continue
             eps.append((self._tab(tl.fields[k]), float(tl.work_at(a)), a > tmin,
                         float(tl.work_at(min(t1, b)))))
-        step = self.TABLE_CHUNK
+        step = min(self.TABLE_CHUNK, n)
+        lam_buf, u_buf = np.empty(step), np.empty(step)  # reused: no fresh pages per chunk
         for c in range(0, n, step):
-            lam = np.zeros(min(step, n - c))
+            lam, u = lam_buf[:min(step, n - c)], u_buf[:min(step, n - c)]
+            lam[:] = 0.0
             for tab, w_a, use_max, whi in eps:
                 add_expected(lam, pages[c:c + step], which if by_page else which[c:c + step],
                              by_page, w_tab, tab.starts, tab.rate["all"], tab.E, w_a,
@@ -261,7 +263,8 @@ class RateSource(AccessSource):
             np.negative(lam, out=lam)  # -expm1(-lam), in place
             np.expm1(lam, out=lam)
             np.negative(lam, out=lam)
-            out[c:c + step] = rng.random(lam.shape) < lam
+            rng.random(out=u)
+            np.less(u, lam, out=out[c:c + step])
         return out
 
     def samples(self, t0, t1, period, which, rng, select=None):
