@@ -82,12 +82,16 @@ def test_exec_puts_hot_on_fast_and_cold_on_slow_and_counts_match_the_kernel(requ
     # over several passes, and what is left there once node 0 is above 10% free stays
     # (before, one aggressive pass that ignored age took the whole cold range at once)
     assert last["cold"].get("N1", 0) > 0, last
-    # numa_maps against the daemon's counts: the cold range was first touched on node 0
-    # (bound), so every cold page on node 1 was demoted by the daemon, and it promoted
-    # no fewer pages than the hot range gained on node 0
+    # numa_maps against the daemon's counts: the cold range is first touched on node 0
+    # (dram-preferred), so a cold page on node 1 was demoted by the daemon, unless node 0
+    # was full at its first touch (a guest starved of CPU: the daemon had not made room
+    # yet) and it went to node 1 at once; those are on node 1 by the first placement
+    # sample (taken once every page is touched). The daemon promoted no fewer pages than
+    # the hot range gained on node 0.
     first = run.of("placement")[0]
-    demoted_cold = last["cold"].get("N1", 0)
-    assert abs(rec["moves"].get("0->1", 0) - demoted_cold) <= 0.01 * cold_pages + 64, rec
+    on_slow, at_first = last["cold"].get("N1", 0), first["cold"].get("N1", 0)
+    down, tol = rec["moves"].get("0->1", 0), 0.01 * cold_pages + 64
+    assert on_slow - at_first - tol <= down <= on_slow + tol, (rec["moves"], first, last)
     gained_hot = last["hot"].get("N0", 0) - first["hot"].get("N0", 0)
     assert rec["moves"].get("1->0", 0) >= gained_hot - 64, (rec["moves"], first, last)
     assert rec["promotions"] <= 1.02 * hot_pages + 64, rec["promotions"]
