@@ -10,8 +10,8 @@ from scipy.stats import fisher_exact
 import tierlab
 from tierlab.errors import TierlabError
 from tierlab.monitors import MONITORS
-from tierlab.monitors.idt_regions import (fisher_similar_table, hamming,
-                                          public_similar_table, window_counts)
+from tierlab.kernels import window_counts
+from tierlab.monitors.idt_regions import fisher_similar_table, hamming, public_similar_table
 
 
 @pytest.mark.parametrize("alpha", [0.10, 0.05, 0.20])

@@ -118,9 +118,8 @@ def test_node_bits_follow_placements_frees_and_moves(npages, seed):
 def test_similar_pairs_is_every_window_counted(valid, window, nregions, seed, rule):
     """IDT's merge test in one pass with an early stop equals counting every window of
     every region (`window_counts`) and looking each pair up."""
-    from tierlab.kernels import similar_pairs
-    from tierlab.monitors.idt_regions import (fisher_similar_table, public_similar_table,
-                                              window_counts)
+    from tierlab.kernels import similar_pairs, window_counts
+    from tierlab.monitors.idt_regions import fisher_similar_table, public_similar_table
     rng = np.random.default_rng(seed)
     # sparse, dense and equal histories, so both verdicts occur
     h = rng.integers(0, 2**63, nregions, dtype=np.uint64)
@@ -196,7 +195,7 @@ def test_unique_in_order_keeps_first_occurrences(pages):
 
 
 @settings(max_examples=60, deadline=None)
-@given(arrays(np.int64, st.integers(0, 400), elements=st.integers(0, 3000)))
-def test_sorted_unique_is_np_unique(pages):
-    from tierlab.kernels import sorted_unique
-    np.testing.assert_array_equal(sorted_unique(pages), np.unique(pages))
+@given(arrays(np.int64, st.integers(0, 400), elements=st.integers(0, 3000)), st.booleans())
+def test_uniq_of_sorted_runs_is_np_unique(pages, runs):
+    from tierlab.field import uniq
+    np.testing.assert_array_equal(uniq(pages, runs=runs), np.unique(pages))

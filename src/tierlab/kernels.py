@@ -17,8 +17,7 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   insertion index and its aging pass in place.
 - `similar_pairs`: IDT's Fisher merge test of neighbours, stopping at the first window
   that fails.
-- `unique_in_order`: the engine's move requests without repeats (a bitset pass);
-  `sorted_unique` (numpy): np.unique for page lists of a few sorted runs.
+- `unique_in_order`: the engine's move requests without repeats (a bitset pass).
 
 numba compiles each kernel at first use and caches the machine code beside this file
 (`cache=True`), so only the first run on a machine pays the compile (about a second a
@@ -464,14 +463,6 @@ class LruLists:
         total = self.lengths()[int(on)]
         m = total // 2 if half else total
         return self.first(0 if on else m, m if on else 0)[int(on)], total
-
-
-def sorted_unique(pages) -> np.ndarray:
-    """`np.unique(pages)` for page numbers: a stable sort takes the few sorted runs
-    page lists usually are (reclaim batches, scan steps) in linear time, where
-    np.unique hashes every page (80 k pages: 0.6-0.8 ms against 16 ms)."""
-    pages = np.sort(np.asarray(pages), kind="stable")
-    return pages[np.concatenate(([True], pages[1:] != pages[:-1]))] if pages.size else pages
 
 
 _seen = np.zeros(0, np.uint64)  # a clear bitset over page numbers, grown on demand

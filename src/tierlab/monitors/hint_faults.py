@@ -60,7 +60,8 @@ import math
 
 import numpy as np
 
-from ..kernels import argsort_stable, merge_sorted, sorted_unique
+from ..field import uniq
+from ..kernels import argsort_stable, merge_sorted
 from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
@@ -321,7 +322,7 @@ class ScheduledHintFaults(HintFaults):
     def arm(self, pages, now: float) -> int:
         pages = np.asarray(pages, dtype=np.int64)
         if pages.shape[0] > 1 and not bool(np.all(pages[1:] > pages[:-1])):
-            pages = sorted_unique(pages)
+            pages = uniq(pages, runs=True)
         pages = pages[~self._flag[pages]]
         n = pages.shape[0]
         if n == 0:

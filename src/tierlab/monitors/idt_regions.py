@@ -28,8 +28,8 @@ sample_interval; manage history, access, age"):
   neighbours on the same node (a region's node is its middle page's) whose histories
   pass Fisher's exact test on [[a_i, n - a_i], [a_j, n - a_j]] at `fisher_alpha` (10%,
   the 90% level) in every sliding window of `window` (n = 16) valid history bits (the
-  table computed once, exactly as scipy's `fisher_exact`; the public code's |a_i - a_j| <= 2 is
-  `merge_rule=public`); merged runs are formed from neighbour pairs (chained), capped
+  table computed once, exactly as scipy's `fisher_exact`; the public code's
+  |a_i - a_j| <= 2 is `merge_rule=public`); merged runs are formed from neighbour pairs (chained), capped
   at DAMON's size limit, and keep their first region's history and last_nr_accesses,
   with size-weighted nr_accesses and age; then the aggregation subscribers (IDT's
   demotion), the reset of nr_accesses, and DAMON's ops update of the monitored ranges;
@@ -50,7 +50,7 @@ from math import comb
 import numpy as np
 
 from ..errors import TierlabError
-from ..kernels import similar_pairs, window_counts  # noqa: F401 (window_counts: API)
+from ..kernels import similar_pairs
 from ..workloads._common import parse_choice
 from .base import MONITORS, Monitor
 from .damon import UNALLOC, Damon, Regions, _i64, hamming, scaled_regions

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels import sorted_unique
+from ..field import uniq
 from .source import AccessSource, RateSource
 
 #: pages (4 KiB) covered by one entry at each page-table level: PTE, PMD (2 MiB),
@@ -513,7 +513,7 @@ class HintFaults:
 
     def arm(self, pages, now: float) -> int:
         """Make pages PROT_NONE at `now`; returns how many were newly armed."""
-        pages = sorted_unique(_as_idx(pages))
+        pages = uniq(_as_idx(pages), runs=True)
         pages = pages[~self.is_armed(pages)]
         n = pages.shape[0]
         if n == 0:

@@ -44,6 +44,7 @@ import numpy as np
 
 from ..engine.timeline import Timeline
 from ..field import RateField
+from ..kernels import add_expected, table_min
 
 _KINDS = ("read", "write", "all")
 
@@ -231,7 +232,6 @@ class RateSource(AccessSource):
         once per value, the expected accesses summed by a compiled pass
         (`kernels.add_expected`) and the draws taken in chunks of the same stream, so
         the result is the same bits with O(chunk) temporaries."""
-        from ..kernels import add_expected, table_min
         pages = np.asarray(pages)
         which = np.asarray(which)
         n = pages.shape[0]

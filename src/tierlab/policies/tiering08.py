@@ -94,7 +94,7 @@ import numpy as np
 
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
-from ..kernels import sorted_unique
+from ..field import uniq
 from ..monitors.base import Monitor, backend_of
 from ..monitors.primitives import HintFaults, PTE_CHECK_SECONDS
 from ..units import PAGE, parse_duration, parse_flag, parse_size
@@ -605,7 +605,7 @@ class Tiering08(Policy):
     def _arm_demoted(self, now: float) -> None:
         if not self._demoted:
             return
-        pages = sorted_unique(np.concatenate(self._demoted))
+        pages = uniq(np.concatenate(self._demoted), runs=True)
         self._demoted = []
         pages = pages[~self.is_top[self.sim.node_of(pages)]]
         if len(pages):
