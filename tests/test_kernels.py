@@ -72,16 +72,65 @@ def _pages_on_numpy(node_map, node, start, limit, flags=None, mask=0, value=0):
        st.integers(0, 20_000), st.booleans(), st.integers(0, 2**32 - 1))
 def test_pages_on_is_the_numpy_scan(npages, node, start, limit, use_flags, seed):
     """The bitmap scan returns the byte scan's pages, hand position and addresses."""
-    from tierlab.kernels import NodeBits
+    from tierlab.kernels import NodeBits, PageBits
     rng = np.random.default_rng(seed)
     p = rng.random(4)
     node_map = rng.choice(np.array([0, 1, 2, 255], np.uint8), npages, p=p / p.sum())
     flags = rng.integers(0, 8, npages).astype(np.uint8) if use_flags else None
-    got = NodeBits(node_map, 4).pages_on(node, start, limit, flags, 1, 1)
+    bits = NodeBits(node_map, 4)
+    got = bits.pages_on(node, start, limit, flags, 1, 1)
     want = _pages_on_numpy(node_map, node, start, limit, flags, 1, 1)
     np.testing.assert_array_equal(got[0], want[0])
     assert got[0].dtype == np.int64
     assert got[1:] == want[1:]
+    if flags is not None:  # the flag as a bitmap (PageBits), set and clear
+        sel = PageBits((flags & 1) != 0).words
+        for on in (True, False):
+            got = bits.pages_on(node, start, limit, sel=sel, sel_on=on)
+            want = _pages_on_numpy(node_map, node, start, limit, flags, 1, int(on))
+            np.testing.assert_array_equal(got[0], want[0])
+            assert got[1:] == want[1:]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3000), st.integers(0, 2**32 - 1))
+def test_lru_active_bitmap_is_the_active_flag(npages, seed):
+    """After any sequence of first touches, frees, (de)activations, marks and a caller
+    setting flags itself (then `active_changed`), the bitmap the LRU hands read is
+    exactly the ACTIVE flag of every page."""
+    from tierlab.engine.lru import ACTIVE, LRU
+    from tierlab.engine.memory import Memory
+
+    class Sim:
+        machine = small_machine(npages, npages, tiers=2)
+        mem = Memory(machine, npages)
+
+    rng = np.random.default_rng(seed)
+    sim = Sim()
+    lru = LRU(sim)
+    lru.active_bits()
+    for _ in range(30):
+        op = rng.integers(6)
+        a = int(rng.integers(npages))
+        b = int(rng.integers(a, npages + 1))
+        pages = rng.integers(0, npages, rng.integers(0, 50))
+        if op == 0 and (sim.mem.node[a:b] == 255).all():
+            sim.mem.place_range(a, b, int(rng.integers(2)))
+            lru.on_alloc(a, b)
+        elif op == 1:
+            lru.on_free(a, b, sim.mem.node[a:b])
+            sim.mem.release_range(a, b)
+        elif op == 2:
+            lru.activate(pages)
+        elif op == 3:
+            lru.deactivate(pages)
+        elif op == 4:
+            lru.mark_accessed(pages)
+        else:
+            lru.flags[pages] ^= ACTIVE
+            lru.active_changed()
+        on = np.unpackbits(lru.active_bits().view(np.uint8), bitorder="little")[:npages]
+        np.testing.assert_array_equal(on.astype(bool), (lru.flags & ACTIVE) != 0)
 
 
 @settings(max_examples=60, deadline=None)

@@ -333,7 +333,18 @@ def _bits_move_py(bits, pages, cur, dsts):
         bits[dsts[i], p >> 6] |= b
 
 
-def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, debruijn):
+def _bits_set_py(row, pages, value):
+    one = np.uint64(1)
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        if value:
+            row[p >> 6] |= one << np.uint64(p & 63)
+        else:
+            row[p >> 6] &= ~(one << np.uint64(p & 63))
+
+
+def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, sel,
+                      sel_on, use_sel, debruijn):
     out = np.empty(min(limit, npages), np.int64)
     chunk = max(4 * limit, 4096)
     n = 0
@@ -347,7 +358,10 @@ def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, 
         while i < end:
             w = i >> 6
             wend = min((w + 1) << 6, end)
-            word = row[w] >> np.uint64(i & 63)
+            word = row[w]
+            if use_sel:
+                word &= sel[w] if sel_on else ~sel[w]
+            word >>= np.uint64(i & 63)
             if wend - i < 64:
                 word &= (np.uint64(1) << np.uint64(wend - i)) - np.uint64(1)
             while word:
@@ -371,7 +385,8 @@ def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, 
 
 
 _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
-       "bits_move": _bits_move_py, "pages_on_bits": _pages_on_bits_py,
+       "bits_move": _bits_move_py, "bits_set": _bits_set_py,
+       "pages_on_bits": _pages_on_bits_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
@@ -534,14 +549,36 @@ class NodeBits:
         _kernel("bits_move")(self.bits, pages, cur, dsts)
 
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
-                 value: int = 0):
+                 value: int = 0, sel=None, sel_on: bool = True):
         """`Memory.pages_on`: up to `limit` pages on `node` (with flags & mask ==
-        value, given flags) from address `start`, wrapping, by windows that start near
+        value, given flags; with their bit in the bitmap `sel` set, or clear if not
+        `sel_on`, given sel) from address `start`, wrapping, by windows that start near
         the need and double; returns (pages, next hand position, addresses scanned)."""
-        use = flags is not None
+        use, use_sel = flags is not None, sel is not None
         f = flags if use else np.zeros(1, np.uint8)
+        b = sel if use_sel else np.zeros(1, np.uint64)
         return _kernel("pages_on_bits")(self.bits[node], self.npages, int(start), int(limit),
-                                        f, np.uint8(mask), np.uint8(value), use, _DEBRUIJN)
+                                        f, np.uint8(mask), np.uint8(value), use, b,
+                                        bool(sel_on), use_sel, _DEBRUIJN)
+
+
+class PageBits:
+    """One bit per page (a page flag as a bitmap, 1/8 byte per page), for
+    `NodeBits.pages_on`'s `sel`: a hand then skips 64 addresses at a time where the
+    flag does not match, instead of testing each of the node's pages."""
+
+    def __init__(self, on):
+        on = np.asarray(on, dtype=bool)
+        packed = np.packbits(on, bitorder="little")
+        words = np.zeros(-(-on.shape[0] // 64) * 8, np.uint8)
+        words[:packed.shape[0]] = packed
+        self.words = words.view(np.uint64)
+
+    def set(self, pages, value: bool) -> None:
+        _kernel("bits_set")(self.words, np.asarray(pages, dtype=np.int64), bool(value))
+
+    def clear(self, start: int, end: int) -> None:
+        _kernel("bits_range")(self.words.reshape(1, -1), 0, int(start), int(end), False)
 
 
 def merge_sorted(w1, p1, a1, w2, p2, a2):

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from .. import kernels
 from ..units import PAGE
 from .memory import UNALLOC, PassTimes
 
@@ -42,6 +43,7 @@ class LRU:
         self.nr_active = np.zeros(k, dtype=np.int64)
         self._hand = {}  # (node, active) -> address
         self._passes = {(n, a): PassTimes(mem.npages) for n in range(k) for a in (0, 1)}
+        self._active = None  # ACTIVE as a bitmap, built at the first scan
         self.scanned = 0
 
     # -- membership ---------------------------------------------------------------
@@ -69,6 +71,21 @@ class LRU:
             self.flags[change] &= ~np.uint8(ACTIVE | PROMOTE)
             self.nr_active -= delta
         self.flags[change] &= ~np.uint8(REFERENCED)
+        if self._active is not None:
+            self._active.set(change, on)
+
+    def active_bits(self) -> np.ndarray:
+        """ACTIVE of every page as a bitmap (uint64 words), which the hands read to skip
+        the other list's pages 64 at a time; built at the first scan, then kept by
+        every change of the flag here."""
+        if self._active is None:
+            self._active = kernels.PageBits((self.flags & ACTIVE) != 0)
+        return self._active.words
+
+    def active_changed(self) -> None:
+        """A caller set ACTIVE in `flags` itself (Nimble's list kernels): the bitmap
+        the hands read is built again at the next scan."""
+        self._active = None
 
     def activate(self, pages) -> None:
         self._set_active(pages, True)
@@ -92,6 +109,8 @@ class LRU:
     def on_alloc(self, start: int, end: int) -> None:
         """New anonymous pages start inactive (Linux >= 5.9)."""
         self.flags[start:end] = 0
+        if self._active is not None:
+            self._active.clear(start, end)
 
     def on_moves(self, pages, src, dsts) -> None:
         """Migration keeps a page's LRU state; move its active count with it."""
@@ -107,6 +126,8 @@ class LRU:
             k = len(self.nr_active)
             self.nr_active -= np.bincount(nodes[act], minlength=256)[:k]
         self.flags[start:end] = 0
+        if self._active is not None:
+            self._active.clear(start, end)
 
     # -- scanning -----------------------------------------------------------------
     def scan(self, node: int, active: bool, n: int):
@@ -117,8 +138,8 @@ class LRU:
         sim = self.sim
         key = (node, int(active))
         start = self._hand.get(key, 0)
-        pages, hand, scanned = sim.mem.pages_on(node, start, n, self.flags, ACTIVE,
-                                                ACTIVE if active else 0)
+        pages, hand, scanned = sim.mem.pages_on(node, start, n, sel=self.active_bits(),
+                                                sel_on=active)
         self._hand[key] = hand
         passes = self._passes[key]
         cpu0 = sim.bits.cpu_seconds

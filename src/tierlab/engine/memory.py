@@ -127,16 +127,17 @@ class Memory:
                 .astype(np.int32)
 
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
-                 value: int = 0):
+                 value: int = 0, sel=None, sel_on: bool = True):
         """Up to `limit` pages on `node` (and, given `flags`, with flags & mask ==
-        value), scanning addresses from `start` and wrapping (a CLOCK hand over the
-        node's pages). Returns (pages, next hand position, addresses scanned). The scan
+        value; given the bitmap `sel`, with their bit set, or clear if not `sel_on`),
+        scanning addresses from `start` and wrapping (a CLOCK hand over the node's
+        pages). Returns (pages, next hand position, addresses scanned). The scan
         goes by windows that start near the need and double (a window holding a hit past
         the limit ends after the last page taken), reading the node's bitmap
         (`kernels.NodeBits`: 64 addresses per word, only the node's pages looked at)."""
         if self._bits is None:
             self._bits = kernels.NodeBits(self.node, self.machine.nnodes)
-        return self._bits.pages_on(node, start, limit, flags, mask, value)
+        return self._bits.pages_on(node, start, limit, flags, mask, value, sel, sel_on)
 
     # -- counts over address ranges, from the blocks ------------------------------------
     def _cumulative(self) -> np.ndarray:

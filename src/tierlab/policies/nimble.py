@@ -269,6 +269,7 @@ class Nimble(Policy):
         self._referenced(dscan, now)
         nimble_active(dscan, lru.flags, self.inserted, self.checked, t, ACTIVE | PROMOTE)
         lru.nr_active[node] -= len(dscan)
+        lru.active_changed()
         n = len(scan) + len(dscan)
         self.c["scanned"] += n
         self.c["activated"] += len(up)
