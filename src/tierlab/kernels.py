@@ -384,6 +384,35 @@ def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, 
     return out[:n], pos, scanned
 
 
+def _interval_index_py(bounds, pages):
+    # searchsorted(bounds, pages, "right") - 1, clipped to [0, len(bounds) - 2], walking
+    # forward through ascending runs of pages (a hand's scan: one run, or two if it
+    # wrapped) and bisecting where a run starts
+    n = pages.shape[0]
+    m = bounds.shape[0]
+    out = np.empty(n, np.int64)
+    last = m - 2
+    j = 0
+    prev = -1
+    for i in range(n):
+        p = pages[i]
+        if p < prev or i == 0:
+            lo, hi = 0, m
+            while lo < hi:  # first bound > p
+                mid = (lo + hi) >> 1
+                if bounds[mid] <= p:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            j = lo - 1
+        else:
+            while j + 1 < m and bounds[j + 1] <= p:
+                j += 1
+        prev = p
+        out[i] = min(max(j, 0), last)
+    return out
+
+
 _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "bits_move": _bits_move_py, "bits_set": _bits_set_py,
        "pages_on_bits": _pages_on_bits_py,
@@ -391,7 +420,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
        "similar_pairs": _similar_pairs_py, "add_expected": _add_expected_py,
-       "first_seen": _first_seen_py}
+       "first_seen": _first_seen_py, "interval_index": _interval_index_py}
 
 #: below this size numpy's own sort is as fast and needs no compiled code
 SMALL = 256
@@ -495,6 +524,17 @@ def unique_in_order(pages: np.ndarray) -> np.ndarray:
         _seen = np.zeros(max(need, 2 * _seen.shape[0]), np.uint64)
     keep, dup = _kernel("first_seen")(pages, _seen)
     return pages[keep] if dup else pages
+
+
+def interval_index(bounds, pages) -> np.ndarray:
+    """`clip(searchsorted(bounds, pages, "right") - 1, 0, len(bounds) - 2)`: the
+    interval of a sorted boundary list holding each page, in one forward walk when the
+    pages ascend in runs (a CLOCK hand's scan)."""
+    pages = np.asarray(pages, dtype=np.int64)
+    if pages.shape[0] <= SMALL:
+        i = np.searchsorted(bounds, pages, side="right") - 1
+        return np.clip(i, 0, bounds.shape[0] - 2)
+    return _kernel("interval_index")(bounds, pages)
 
 
 def table_min(pages, which, by_page: bool, tab) -> float:

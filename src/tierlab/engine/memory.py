@@ -257,8 +257,7 @@ class PassTimes:
 
     def index(self, pages) -> np.ndarray:
         """The interval holding each page: pages[i] was passed at times[index[i]]."""
-        i = np.searchsorted(self.bounds, np.asarray(pages, dtype=np.int64), side="right") - 1
-        return np.clip(i, 0, len(self.times) - 1)
+        return kernels.interval_index(self.bounds, pages)
 
     def set(self, a: int, c: int, t: float) -> None:
         """Pages [a, c) were passed at time t."""
