@@ -265,3 +265,20 @@ def test_interval_index_is_searchsorted(nbounds, npages, runs, seed):
         pages = np.concatenate([np.sort(p) for p in parts])
     want = np.clip(np.searchsorted(bounds, pages, side="right") - 1, 0, len(bounds) - 2)
     np.testing.assert_array_equal(interval_index(bounds, pages), want)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 3000), st.integers(0, 200), st.sampled_from([np.uint32, np.int64]),
+       st.integers(0, 2**32 - 1))
+def test_cooled_bins_is_the_numpy_histogram(npages, clock, dtype, seed):
+    """MEMTIS's per-page histogram in one pass equals lazy halving, get_idx by frexp and
+    a bincount (the numpy form it replaced), for 4- and 8-byte counts."""
+    from tierlab.kernels import cooled_bins
+    rng = np.random.default_rng(seed)
+    cnt = (rng.integers(0, 2**32, npages) >> rng.integers(0, 32, npages)).astype(dtype)
+    pclk = rng.integers(0, clock + 5, npages).astype(np.int32)  # some ahead: shift 0
+    d = np.clip(clock - pclk.astype(np.int64), 0, 62)
+    pc = np.right_shift(cnt.astype(np.int64), d) + 1
+    e = np.minimum(np.frexp(pc.astype(np.float64))[1], 16)
+    want = np.bincount(e, minlength=17)
+    np.testing.assert_array_equal(cooled_bins(cnt, pclk, clock, 62, 16), want)

@@ -158,6 +158,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.memory import BLOCK, UNALLOC
+from ..kernels import cooled_bins
 from ..errors import TierlabError
 from ..monitors.pebs import Pebs, parse_core
 from ..units import PAGE, parse_duration, parse_flag, parse_size
@@ -207,7 +208,7 @@ def _pos_duration(v, what: str) -> float:
     return s
 
 
-#: pages per pass of the whole-page-map loops (`histograms`, `_nalloc`)
+#: pages per pass of the whole-page-map loop of `_nalloc`
 _CHUNK = 1 << 20
 
 
@@ -603,18 +604,9 @@ class Memtis(Policy):
         hg = np.bincount(get_idx(hm), weights=nall, minlength=NBINS)[:NBINS]
         hg = hg + np.bincount(get_idx(bc), minlength=NBINS)[:NBINS]
         # every 4 KiB page by its own count; unallocated pages have count 0 (bin 0).
-        # The hot path of a run (every adaptation): lazy halving and get_idx inlined,
-        # in chunks so the temporaries stay small (and in cache)
-        ebp = np.zeros(NBINS + 1, dtype=np.int64)
-        for a in range(0, self.cnt.shape[0], _CHUNK):
-            d = self.clock - self.pclk[a:a + _CHUNK]
-            np.clip(d, 0, MAX_SHIFT, out=d)
-            pc = np.right_shift(self.cnt[a:a + _CHUNK].astype(np.int64), d)
-            pc += 1
-            e = np.frexp(pc.astype(np.float64))[1]  # floor(log2(count + 1)) + 1
-            np.minimum(e, NBINS, out=e)
-            ebp += np.bincount(e, minlength=NBINS + 1)
-        ebp = ebp[1:NBINS + 1]
+        # The hot path of a run (every adaptation): lazy halving and get_idx in one
+        # compiled pass (bit_length(count + 1) = floor(log2(count + 1)) + 1)
+        ebp = cooled_bins(self.cnt, self.pclk, self.clock, MAX_SHIFT, NBINS)[1:NBINS + 1]
         ebp[0] -= self.cnt.shape[0] - int(self.nall.sum())
         return hg.astype(np.int64), ebp.astype(np.int64)
 
