@@ -326,3 +326,32 @@ def test_watermark_floors_on_a_tiny_fast_tier(floors, promo, demo):
 def test_watermarks_of_a_large_fast_tier_are_the_kernels():
     pol = _attached(8 << 18)  # 8 GiB: 3% = 245 MB, 2% = 163 MB, within the clamps
     assert (pol.promo_wmark, pol.demo_wmark) == ((8 << 18) * 3 // 100, (8 << 18) * 2 // 100)
+
+
+def test_kept_bins_equal_a_full_count_at_every_use(monkeypatch):
+    """The per-page bins kept through every write of cnt and pclk (samples, lazy
+    cooling, first touches, frees, splits) equal a full pass over the page map each time
+    `histograms` reads them; clock ticks drop them (recounted)."""
+    from tierlab.kernels import cooled_bins
+    from tierlab.policies import memtis as m
+    seen = {"kept": 0}
+    orig = m.Memtis.histograms
+
+    def check(self):
+        if self._ebins is not None:
+            full = cooled_bins(self.cnt, self.pclk, self.clock, m.MAX_SHIFT, m.NBINS)
+            np.testing.assert_array_equal(self._ebins, full)
+            seen["kept"] += 1
+        return orig(self)
+
+    monkeypatch.setattr(m.Memtis, "histograms", check)
+    sim, pol, _ = run_small()
+    assert seen["kept"] > 20, seen
+    # splits (rare in a short run): queue every live huge page, split, read again
+    pol.histograms()
+    pol.queued[:] = pol.alive
+    pol.split_per_pass = pol.nh
+    before = pol.splits
+    pol._do_splits(sim.now)
+    assert pol.splits > before and pol._ebins is not None
+    check(pol)

@@ -381,6 +381,9 @@ class Memtis(Policy):
         #: full scale: 2.05e9 < 2^32), else 8 (issue 18: 8 of memtis's 17 bytes/page)
         bound = 1024 * self.cool_every + (1 << 17)
         self.cnt = np.zeros(nh * HP, dtype=np.uint32 if bound < 2**32 else np.int64)
+        #: pages per bin of their cooled counts (`histograms`), kept through every
+        #: write of cnt or pclk below; None after a clock tick (recounted at the next use)
+        self._ebins = None
         self.adapt_every = max(int(round(self.adaptation * f)), 1)
         self.alloc_step = max(int(sim.scaled_bytes(self.cooling_alloc)) // PAGE, 1)
         self.nr_alloc = 0
@@ -426,12 +429,16 @@ class Memtis(Policy):
             edge = born[(born * HP < start) | ((born + 1) * HP > end)]
             idx = (edge[:, None] * HP + self._ar).ravel()
             idx = idx[(idx < start) | (idx >= end)]
+            self._track(idx, -1)
             self.cnt[idx] = 0
             self.may_hot[idx] = False
             self.pclk[idx] = newc
+            self._track(idx, 1)
+        self._track(slice(start, end), -1)
         self.cnt[start:end] = hf
         self.may_hot[start:end] = False
         self.pclk[start:end] = newc
+        self._track(slice(start, end), 1)
         self.nall[hs] = self._nalloc(hs)
 
     def _cool_huge(self, hs, kind: str = "migration") -> None:
@@ -451,8 +458,10 @@ class Memtis(Policy):
         refs = np.where(hot, c, 0).sum(axis=1)
         sq = (c.astype(float) ** 2).sum(axis=1)
         self.may_hot[idx] = pb >= self.bp_active
+        self._track(idx, -1)
         self.cnt[idx] = np.right_shift(c, d[:, None])
         self.pclk[idx] = self.clock
+        self._track(idx, 1)
         self.meta[hs] = np.right_shift(self.meta[hs], d)
         midx = get_idx(self.meta[hs])
         hu = np.maximum(hot_utils, 1).astype(float)
@@ -477,8 +486,10 @@ class Memtis(Policy):
         d = np.minimum(self.clock - self.pclk[ps], MAX_SHIFT)
         c = self.cnt[ps].astype(np.int64)
         self.may_hot[ps] = get_idx(c) >= self.bp_active
+        self._track(ps, -1)
         self.cnt[ps] = np.right_shift(c, d)
         self.pclk[ps] = self.clock
+        self._track(ps, 1)
 
     # -- samples ---------------------------------------------------------------------
     def _on_samples(self, batch, now: float) -> None:
@@ -543,7 +554,9 @@ class Memtis(Policy):
         later = np.maximum(k - jmin, 0)  # of j-1 = 1 .. k-1
         self.max_dram_sampled += int(self.may_hot[up].sum() + later.sum())
         new = c0 + HP * k
+        self._track(up, -1)
         self.cnt[up] = new
+        self._track(up, 1)
         self.may_hot[up] = get_idx(new) >= bp
         if huge.any():
             np.add.at(self.meta, uh[huge], k[huge])
@@ -598,6 +611,14 @@ class Memtis(Policy):
         nd = np.where(idx < self.npages, node[np.minimum(idx, self.npages - 1)], UNALLOC)
         return np.count_nonzero(nd != UNALLOC, axis=1)
 
+    def _track(self, pages, sign: int) -> None:
+        """Take `pages` (an index or a slice) out of the kept bins (sign -1, before a
+        write of their cnt or pclk) or put them back in (+1, after it)."""
+        if self._ebins is not None:
+            self._ebins += sign * cooled_bins(np.ravel(self.cnt[pages]),
+                                              np.ravel(self.pclk[pages]), self.clock,
+                                              MAX_SHIFT, NBINS)
+
     def histograms(self):
         """(page histogram, estimated-base-page histogram), 16 bins each."""
         hs, hm, nall, bp, bc = self._unit_counts()
@@ -606,7 +627,9 @@ class Memtis(Policy):
         # every 4 KiB page by its own count; unallocated pages have count 0 (bin 0).
         # The hot path of a run (every adaptation): lazy halving and get_idx in one
         # compiled pass (bit_length(count + 1) = floor(log2(count + 1)) + 1)
-        ebp = cooled_bins(self.cnt, self.pclk, self.clock, MAX_SHIFT, NBINS)[1:NBINS + 1]
+        if self._ebins is None:
+            self._ebins = cooled_bins(self.cnt, self.pclk, self.clock, MAX_SHIFT, NBINS)
+        ebp = self._ebins[1:NBINS + 1].copy()
         ebp[0] -= self.cnt.shape[0] - int(self.nall.sum())
         return hg.astype(np.int64), ebp.astype(np.int64)
 
@@ -661,11 +684,13 @@ class Memtis(Policy):
         self.coolings += 1
         if self.need_cooling:  # the previous rescan is not done: only the clock ticks
             self.clock += 1
+            self._ebins = None
             return
         self.access_map[:] = 0
         self.sum_util = 0
         self.num_util = 0
         self.clock += 1
+        self._ebins = None
         self.bp_active = max(self.bp_active - 1, 0)
         self.cooled = True
         self.need_cooling = True
@@ -779,7 +804,9 @@ class Memtis(Policy):
         self.split[hs] = True
         self.queued[hs] = False
         sub = (hs[:, None] * HP + self._ar).ravel()
+        self._track(sub, -1)
         self.pclk[sub] = np.repeat(self.hclk[hs], HP)
+        self._track(sub, 1)
         self.splits += int(hs.size)
         self.split_happen = True
         sim = self.sim
@@ -978,7 +1005,9 @@ class Memtis(Policy):
     def on_free(self, start: int, end: int) -> None:
         if not hasattr(self, "cnt") or end <= start:
             return
+        self._track(slice(start, end), -1)
         self.cnt[start:end] = 0
+        self._track(slice(start, end), 1)
         self.may_hot[start:end] = False
         h0, h1 = start // HP, (end - 1) // HP + 1
         hs = np.arange(h0, h1, dtype=np.int64)
