@@ -29,7 +29,7 @@ for A in dram-preferred dram-always pm-preferred pm-always; do
 done
 kdamond_states() { cat /sys/kernel/mm/damon/admin/kdamonds/*/state 2>/dev/null | tr '\n' ' '; }
 for SIG in KILL TERM; do
-  rm -f /tmp/k.ready /tmp/k.done
+  rm -f /tmp/k.ready /tmp/k.done /tmp/d.out  # the wait below reads the new one only
   # shellcheck disable=SC2086
   $HC --hot-mib 32 --cold-mib 64 --hot-node 1 --seconds 40 --ready-file /tmp/k.ready \
     --done-file /tmp/k.done > /tmp/k.out 2>&1 &
