@@ -13,6 +13,7 @@ from tierlab.engine.timeline import Timeline
 from tierlab.errors import TierlabError
 from tierlab.field import RateField
 from tierlab.monitors import MONITORS, AccessedBits, RateSource
+from tierlab.monitors.source import AccessSource
 from tierlab.monitors.damon import (Damon, _merge_pass_reference, allocated_runs,
                                     merge_pass, merge_regions, split_regions,
                                     three_regions)
@@ -265,12 +266,15 @@ def test_kernel_score_and_feed_loop():
 # -----------------------------------------------------------------------------------
 # Monitoring behaviour
 # -----------------------------------------------------------------------------------
-class _OpaqueSource:
+class _OpaqueSource(AccessSource):
     """Hides the rate model: only `accessed` (forces the per-sample-time path)."""
 
     def __init__(self, src):
         self.src = src
-        self.npages = src.npages
+
+    @property
+    def npages(self) -> int:
+        return self.src.npages
 
     def accessed(self, a, b, t0, t1, rng):
         return self.src.accessed(a, b, t0, t1, rng)

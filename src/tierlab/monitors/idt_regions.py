@@ -29,10 +29,11 @@ sample_interval; manage history, access, age"):
   pass Fisher's exact test on [[a_i, n - a_i], [a_j, n - a_j]] at `fisher_alpha` (10%,
   the 90% level) in every sliding window of `window` (n = 16) valid history bits (the
   table computed once, exactly as scipy's `fisher_exact`; the public code's
-  |a_i - a_j| <= 2 is `merge_rule=public`); merged runs are formed from neighbour pairs (chained), capped
-  at DAMON's size limit, and keep their first region's history and last_nr_accesses,
-  with size-weighted nr_accesses and age; then the aggregation subscribers (IDT's
-  demotion), the reset of nr_accesses, and DAMON's ops update of the monitored ranges;
+  |a_i - a_j| <= 2 is `merge_rule=public`); merged runs are formed from neighbour
+  pairs (chained), capped at DAMON's size limit, and keep their first region's
+  history and last_nr_accesses, with size-weighted nr_accesses and age; then the
+  aggregation subscribers (IDT's demotion), the reset of nr_accesses, and DAMON's ops
+  update of the monitored ranges;
 - `reset_after_move(idx)` zeroes age and nr_accesses of migrated regions (IDT's rule).
 
 `stats()` adds `mean_merged_hamming`: the mean normalised Hamming distance between the

@@ -324,10 +324,8 @@ class AccessedBits:
         if idx.size == 0:
             return np.zeros(0, dtype=bool)
         since = np.maximum(np.asarray(since, dtype=float), self._lookback(lv, now))
-        if level == 0 and since.ndim == 0 and hasattr(self.source, "accessed_table"):
-            # one clear time for all (DAMON's and IDT's samples): the compiled sum
-            return self.source.accessed_table(idx, np.zeros(idx.shape[0], np.uint8),
-                                              since.reshape(1), now, self.rng)
+        if level == 0 and since.ndim == 0:  # one clear time (DAMON's and IDT's samples)
+            return self.source.accessed_pages(idx, float(since), now, self.rng)
         span = LEVEL_SPAN[level]
         a = idx * span
         return self.source.accessed(a, a + span, since, now, self.rng)

@@ -125,11 +125,7 @@ class PteScan(Monitor):
     def _draw(self, pages, since: float, now: float) -> np.ndarray:
         if pages.shape[0] == 0 or now <= since:
             return np.zeros(pages.shape[0], dtype=bool)
-        src = self.sim.source
-        if hasattr(src, "accessed_table"):  # one clear time: the compiled sum, same bits
-            return src.accessed_table(pages, np.zeros(pages.shape[0], np.uint8),
-                                      np.array([float(since)]), now, self.rng)
-        return src.accessed(pages, pages + 1, since, now, self.rng)
+        return self.sim.source.accessed_pages(pages, since, now, self.rng)
 
     def _charge(self, n: int) -> None:
         if n <= 0:

@@ -70,6 +70,11 @@ class AccessSource:
     def accessed(self, a, b, t0, t1, rng) -> np.ndarray:
         raise NotImplementedError
 
+    def accessed_pages(self, pages, t0: float, t1, rng) -> np.ndarray:
+        """`accessed` of single pages cleared at one time t0 (a walk's, a sample's)."""
+        pages = np.asarray(pages, dtype=np.int64)
+        return self.accessed(pages, pages + 1, t0, t1, rng)
+
     def counts(self, a, b, t0, t1, rng):
         raise NotImplementedError
 
@@ -221,6 +226,12 @@ class RateSource(AccessSource):
     def counts(self, a, b, t0, t1, rng):
         r, w = self._expected(a, b, t0, t1, ("read", "write"))
         return rng.poisson(r), rng.poisson(w)
+
+    def accessed_pages(self, pages, t0: float, t1, rng) -> np.ndarray:
+        """One clear time: `accessed_table` with a table of one value, the same bits."""
+        pages = np.asarray(pages)
+        return self.accessed_table(pages, np.zeros(pages.shape[0], np.uint8),
+                                   np.array([float(t0)]), t1, rng)
 
     #: pages per pass of `accessed_table`: bounds its temporaries (about 32 bytes each)
     TABLE_CHUNK = 1 << 22

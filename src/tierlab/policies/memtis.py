@@ -155,11 +155,13 @@ split_cost=20us, scan_cost=50ns.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from ..engine.memory import BLOCK, UNALLOC
-from ..kernels import cooled_bins
 from ..errors import TierlabError
+from ..kernels import cooled_bins
 from ..monitors.pebs import Pebs, parse_core
 from ..units import PAGE, parse_duration, parse_flag, parse_size
 from .base import POLICIES, Policy
@@ -429,16 +431,14 @@ class Memtis(Policy):
             edge = born[(born * HP < start) | ((born + 1) * HP > end)]
             idx = (edge[:, None] * HP + self._ar).ravel()
             idx = idx[(idx < start) | (idx >= end)]
-            self._track(idx, -1)
-            self.cnt[idx] = 0
-            self.may_hot[idx] = False
-            self.pclk[idx] = newc
-            self._track(idx, 1)
-        self._track(slice(start, end), -1)
-        self.cnt[start:end] = hf
-        self.may_hot[start:end] = False
-        self.pclk[start:end] = newc
-        self._track(slice(start, end), 1)
+            with self._writing(idx):
+                self.cnt[idx] = 0
+                self.may_hot[idx] = False
+                self.pclk[idx] = newc
+        with self._writing(slice(start, end)):
+            self.cnt[start:end] = hf
+            self.may_hot[start:end] = False
+            self.pclk[start:end] = newc
         self.nall[hs] = self._nalloc(hs)
 
     def _cool_huge(self, hs, kind: str = "migration") -> None:
@@ -458,10 +458,9 @@ class Memtis(Policy):
         refs = np.where(hot, c, 0).sum(axis=1)
         sq = (c.astype(float) ** 2).sum(axis=1)
         self.may_hot[idx] = pb >= self.bp_active
-        self._track(idx, -1)
-        self.cnt[idx] = np.right_shift(c, d[:, None])
-        self.pclk[idx] = self.clock
-        self._track(idx, 1)
+        with self._writing(idx):
+            self.cnt[idx] = np.right_shift(c, d[:, None])
+            self.pclk[idx] = self.clock
         self.meta[hs] = np.right_shift(self.meta[hs], d)
         midx = get_idx(self.meta[hs])
         hu = np.maximum(hot_utils, 1).astype(float)
@@ -486,10 +485,9 @@ class Memtis(Policy):
         d = np.minimum(self.clock - self.pclk[ps], MAX_SHIFT)
         c = self.cnt[ps].astype(np.int64)
         self.may_hot[ps] = get_idx(c) >= self.bp_active
-        self._track(ps, -1)
-        self.cnt[ps] = np.right_shift(c, d)
-        self.pclk[ps] = self.clock
-        self._track(ps, 1)
+        with self._writing(ps):
+            self.cnt[ps] = np.right_shift(c, d)
+            self.pclk[ps] = self.clock
 
     # -- samples ---------------------------------------------------------------------
     def _on_samples(self, batch, now: float) -> None:
@@ -554,9 +552,8 @@ class Memtis(Policy):
         later = np.maximum(k - jmin, 0)  # of j-1 = 1 .. k-1
         self.max_dram_sampled += int(self.may_hot[up].sum() + later.sum())
         new = c0 + HP * k
-        self._track(up, -1)
-        self.cnt[up] = new
-        self._track(up, 1)
+        with self._writing(up):
+            self.cnt[up] = new
         self.may_hot[up] = get_idx(new) >= bp
         if huge.any():
             np.add.at(self.meta, uh[huge], k[huge])
@@ -611,9 +608,15 @@ class Memtis(Policy):
         nd = np.where(idx < self.npages, node[np.minimum(idx, self.npages - 1)], UNALLOC)
         return np.count_nonzero(nd != UNALLOC, axis=1)
 
-    def _track(self, pages, sign: int) -> None:
-        """Take `pages` (an index or a slice) out of the kept bins (sign -1, before a
-        write of their cnt or pclk) or put them back in (+1, after it)."""
+    @contextmanager
+    def _writing(self, pages):
+        """A block writing cnt or pclk of `pages` (an index or a slice): they leave the
+        kept bins before it and rejoin them after."""
+        self._bins_add(pages, -1)
+        yield
+        self._bins_add(pages, 1)
+
+    def _bins_add(self, pages, sign: int) -> None:
         if self._ebins is not None:
             self._ebins += sign * cooled_bins(np.ravel(self.cnt[pages]),
                                               np.ravel(self.pclk[pages]), self.clock,
@@ -804,9 +807,8 @@ class Memtis(Policy):
         self.split[hs] = True
         self.queued[hs] = False
         sub = (hs[:, None] * HP + self._ar).ravel()
-        self._track(sub, -1)
-        self.pclk[sub] = np.repeat(self.hclk[hs], HP)
-        self._track(sub, 1)
+        with self._writing(sub):
+            self.pclk[sub] = np.repeat(self.hclk[hs], HP)
         self.splits += int(hs.size)
         self.split_happen = True
         sim = self.sim
@@ -1005,9 +1007,8 @@ class Memtis(Policy):
     def on_free(self, start: int, end: int) -> None:
         if not hasattr(self, "cnt") or end <= start:
             return
-        self._track(slice(start, end), -1)
-        self.cnt[start:end] = 0
-        self._track(slice(start, end), 1)
+        with self._writing(slice(start, end)):
+            self.cnt[start:end] = 0
         self.may_hot[start:end] = False
         h0, h1 = start // HP, (end - 1) // HP + 1
         hs = np.arange(h0, h1, dtype=np.int64)
