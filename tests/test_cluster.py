@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -128,13 +129,27 @@ def _sigint_default() -> None:
 
 
 def cli(*args, cwd: Path) -> subprocess.Popen:
+    """The real command; PYTHONFAULTHANDLER makes SIGABRT print every thread's stack."""
     return subprocess.Popen([BIN / "tierlab", *map(str, args)], cwd=cwd, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=_sigint_default)
+                            preexec_fn=_sigint_default,
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
 
 
 def finish(p: subprocess.Popen) -> tuple[int, str]:
-    _, err = p.communicate(timeout=300)
+    """Wait for the command's exit; one that hangs is aborted and the test fails with
+    the stacks it was stuck in."""
+    try:
+        _, err = p.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGABRT)
+        try:
+            _, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+        raise AssertionError(f"the command hung for 300 s; its stderr, ending with its "
+                             f"stacks at SIGABRT:\n{err[-6000:]}") from None
     return p.returncode, err
 
 
@@ -307,6 +322,34 @@ def test_interrupted_cluster_sweep_resumes_only_the_missing_runs(cluster, here, 
     assert after[:len(kept)] == kept and len(after) == RUNS
     assert len({json.dumps(r["run_key"], sort_keys=True) for r in after}) == RUNS
     same_results(here / "out", reference)
+
+
+def test_a_record_held_by_a_stopped_worker_does_not_block_the_sweep(cluster):
+    """A finished run whose record sits on a worker that does not answer (stopped here):
+    the fetch gives up within its half second, so the sweep still sees a signal (the
+    hang CI met at 5094531: Future.result waited for the stopped worker), and gets the
+    record once the worker answers again."""
+    from tierlab.sweep import Sweep
+    b = cluster.workers["b"]
+    f = cluster.client.submit(lambda: ({"run": 1}, "worker b"), pure=False,
+                              workers=[cluster.address_of("b")])
+    until(lambda: f.status == "finished", "the run on worker b")
+    os.kill(b.pid, signal.SIGSTOP)
+    try:
+        got = []
+        t = threading.Thread(target=lambda: got.append(Sweep._fetch(f)), daemon=True)
+        t.start()
+        t.join(DEADLINE)
+        assert not t.is_alive(), "the fetch waited for the stopped worker"
+        assert got == [None]
+    finally:
+        os.kill(b.pid, signal.SIGCONT)
+    assert until(lambda: Sweep._fetch(f), "the record after SIGCONT") == \
+        ({"run": 1}, "worker b")
+    g = cluster.client.submit(lambda: 1 / 0, pure=False)
+    until(lambda: g.status == "error", "the failing run")
+    with pytest.raises(ZeroDivisionError):
+        Sweep._fetch(g)
 
 
 def test_a_worker_with_another_tierlab_is_refused(cluster, here, tmp_path, capsys):

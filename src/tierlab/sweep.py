@@ -553,19 +553,21 @@ class Sweep:
         pending = set(futs)
         ours = {f.key for f in futs}
         resubmits = 0
+        fetching: set = set()  # finished runs whose records are still on their worker
         try:
-            while pending:
+            while pending or fetching:
                 deferred.check()
+                done = set()
                 try:
-                    with client.as_current():
-                        done, pending = distributed.wait(pending, timeout=0.5,
-                                                         return_when="FIRST_COMPLETED")
+                    if pending:
+                        with client.as_current():
+                            done, pending = distributed.wait(pending, timeout=0.5,
+                                                             return_when="FIRST_COMPLETED")
                 except TimeoutError:
-                    done = set()
+                    pass
                 except distributed.client.FuturesCancelledError:
                     # the scheduler forgot runs whose input copy died with its worker
                     # (scattered data cannot be recomputed): scatter again, resubmit
-                    done = set()
                     lost = [f for f in pending if f.cancelled()]
                     resubmits += len(lost)
                     if not lost or resubmits > 3 * len(futs):
@@ -578,13 +580,17 @@ class Sweep:
                         futs[new] = (k, i)
                         ours.add(new.key)
                         pending = (pending - {f}) | {new}
-                for f in done:
+                fetching |= done
+                for f in list(fetching):
                     try:
-                        rec, worker = f.result()
+                        got = self._fetch(f)
                     except Exception as e:
                         failed(futs[f][0], e)
                     else:
-                        finished(futs[f][0], rec, worker)
+                        if got is None:
+                            continue
+                        finished(futs[f][0], *got)
+                    fetching.discard(f)
                     f.release()
                 self._check_workers()
                 busy = client.processing()
@@ -599,6 +605,19 @@ class Sweep:
                 except OSError:
                     pass
             raise
+
+    @staticmethod
+    def _fetch(f):
+        """A finished run's (record, worker), or None while the worker holding the
+        record does not answer (a stopped or overloaded worker; the scheduler notices a
+        dead one and runs it again): the fetch gives up after half a second, so a signal
+        is seen between tries. A run that failed raises its error."""
+        if f.status == "error":
+            raise f.exception()
+        try:
+            return f.result(timeout=0.5)
+        except TimeoutError:
+            return None
 
     def report(self, job, rec) -> None:
         """Count a run finished outside the sweep (a reproduction's telemetry runs);
