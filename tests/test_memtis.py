@@ -266,6 +266,44 @@ def test_scattered_hot_pages_are_placed_by_splitting():
     assert rec["throughput"] > 1.1 * rec_off["throughput"]
 
 
+def _scattered_run():
+    m = small_machine(dram_pages=8 * HP, slow_pages=32 * HP)
+    sim = Simulation(m, Scattered(), POLICIES.create("memtis"),
+                     ALLOCS.create("dram-preferred"), seed=0, scale=SCALE)
+    rec = sim.run()
+    check_invariants(sim)
+    rec.pop("wall_seconds", None)
+    return rec
+
+
+def test_split_pages_by_chunks_are_the_whole_maps(monkeypatch):
+    """The base pages of split huge pages are taken a chunk at a time (cooling, the
+    histogram, the units: most of 134 M pages after a long run at 512 GiB): with chunks
+    of two huge pages a run that splits is the same, record for record, as with one
+    chunk; and the units a caller keeps are exactly those of all units its filter
+    passes, in the same order."""
+    from tierlab.policies import memtis as m
+    whole = _scattered_run()
+    monkeypatch.setattr(m, "_CHUNK", 2 * HP)
+    seen = {"base": 0}
+    orig = m.Memtis._units
+
+    def check(self, keep=None):
+        got = orig(self, keep)
+        if keep is not None:
+            every = orig(self)
+            sel = keep(every[2], every[4], every[5])
+            for a, b in zip(got, every):
+                np.testing.assert_array_equal(a, b[sel])
+            seen["base"] += int((~every[1]).sum() > 2 * HP)  # more than one chunk
+        return got
+
+    monkeypatch.setattr(m.Memtis, "_units", check)
+    chunked = _scattered_run()
+    assert chunked["policy_stats"]["splits"] >= 8 and seen["base"] > 0
+    assert chunked == whole
+
+
 def test_split_rounds_stop_without_gain(small):
     _, pol, _ = small
     pol.split_enabled, pol.need_split, pol.split_happen = True, False, True

@@ -447,8 +447,13 @@ class Memtis(Policy):
         subpages and meta once per missed tick."""
         hs = np.asarray(hs, dtype=np.int64)
         hs = hs[self.hclk[hs] < self.clock]
-        if hs.size == 0:
-            return
+        step = _CHUNK // HP  # a cooling rescans every huge page: 1 Mi subpages a pass
+        for a in range(0, hs.size, step):
+            self._cool_huge_chunk(hs[a:a + step])
+        if self.scan_cost and hs.size:  # the walk over 512 subpage records
+            self.sim.charge_cpu(self.scan_cost * HP * hs.size, kind)
+
+    def _cool_huge_chunk(self, hs) -> None:
         d = np.minimum(self.clock - self.hclk[hs], MAX_SHIFT)
         idx = hs[:, None] * HP + self._ar
         c = self.cnt[idx].astype(np.int64)
@@ -473,15 +478,15 @@ class Memtis(Policy):
         self.sum_util += int((refs[used] // HP).sum())
         self.num_util += int(used.sum())
         self.hclk[hs] = self.clock
-        if self.scan_cost:  # the walk over 512 subpage records
-            self.sim.charge_cpu(self.scan_cost * HP * hs.size, kind)
 
     def _cool_base(self, ps) -> None:
         """`check_base_cooling` for base pages whose clock is behind."""
         ps = np.asarray(ps, dtype=np.int64)
         ps = ps[self.pclk[ps] < self.clock]
-        if ps.size == 0:
-            return
+        for a in range(0, ps.size, _CHUNK):
+            self._cool_base_chunk(ps[a:a + _CHUNK])
+
+    def _cool_base_chunk(self, ps) -> None:
         d = np.minimum(self.clock - self.pclk[ps], MAX_SHIFT)
         c = self.cnt[ps].astype(np.int64)
         self.may_hot[ps] = get_idx(c) >= self.bp_active
@@ -559,23 +564,25 @@ class Memtis(Policy):
             np.add.at(self.meta, uh[huge], k[huge])
 
     # -- histogram and thresholds ----------------------------------------------------------
-    def _unit_counts(self):
-        """Cooled counts of the LRU units: (huge page ids, their cooled meta counts,
-        their allocated pages), (base pages of split groups, their cooled counts)."""
-        node = self.sim.mem.node
+    def _huge_units(self):
+        """The huge pages not split, with their cooled meta counts and allocated pages."""
         alive = np.flatnonzero(self.alive)
         hs = alive[~self.split[alive]]
+        return hs, halve(self.meta[hs], self.hclk[hs], self.clock), self.nall[hs]
+
+    def _split_pages(self):
+        """The base pages of split huge pages, in address order, a chunk at a time (a
+        long run splits most of them: 134 M pages at 512 GiB), each chunk as (allocated
+        pages, their cooled counts)."""
+        node = self.sim.mem.node
+        alive = np.flatnonzero(self.alive)
         sp = alive[self.split[alive]]
-        nall = self.nall[hs]
-        hm = halve(self.meta[hs], self.hclk[hs], self.clock)
-        if sp.size:
-            bp = (sp[:, None] * HP + self._ar).ravel()
+        step = _CHUNK // HP
+        for a in range(0, sp.size, step):
+            bp = (sp[a:a + step, None] * HP + self._ar).ravel()
             bp = bp[bp < self.npages]
             bp = bp[node[bp] != UNALLOC]
-        else:
-            bp = np.zeros(0, dtype=np.int64)
-        bc = halve(self.cnt[bp], self.pclk[bp], self.clock)
-        return hs, hm, nall, bp, bc
+            yield bp, halve(self.cnt[bp], self.pclk[bp], self.clock)
 
     def _ntop(self) -> np.ndarray:
         """Pages on the top node per huge page: the engine's block counts when a block
@@ -624,9 +631,10 @@ class Memtis(Policy):
 
     def histograms(self):
         """(page histogram, estimated-base-page histogram), 16 bins each."""
-        hs, hm, nall, bp, bc = self._unit_counts()
+        hs, hm, nall = self._huge_units()
         hg = np.bincount(get_idx(hm), weights=nall, minlength=NBINS)[:NBINS]
-        hg = hg + np.bincount(get_idx(bc), minlength=NBINS)[:NBINS]
+        for _, bc in self._split_pages():
+            hg = hg + np.bincount(get_idx(bc), minlength=NBINS)[:NBINS]
         # every 4 KiB page by its own count; unallocated pages have count 0 (bin 0).
         # The hot path of a run (every adaptation): lazy halving and get_idx in one
         # compiled pass (bit_length(count + 1) = floor(log2(count + 1)) + 1)
@@ -818,19 +826,35 @@ class Memtis(Policy):
         sim.stall(hs.size / sim.scale * sim.machine.tlb_shootdown_s * sim.threads)
 
     # -- kmigraterd --------------------------------------------------------------------
-    def _units(self):
+    def _units(self, keep=None):
         """LRU units with their cooled bin and page counts on/off the top node:
-        (ids, is_huge, bin, count, pages on top, pages elsewhere)."""
-        hs, hm, nall, bp, bc = self._unit_counts()
-        node = self.sim.mem.node
+        (ids, is_huge, bin, count, pages on top, pages elsewhere), huge pages first, then
+        base pages in address order; only those `keep(bin, on, off)` selects (all
+        without it). The base pages are taken a chunk at a time, so a caller that keeps
+        a few (candidates for a move) never holds all of them."""
+        def unit(ids, huge, cnt, on, off):
+            b = get_idx(cnt)
+            cols = (ids, np.full(ids.size, huge), b, cnt, on, off)
+            if keep is None:
+                return cols
+            m = keep(b, on, off)
+            return tuple(c[m] for c in cols)
+
+        hs, hm, nall = self._huge_units()
         ntop = self._ntop()[hs]
-        btop = (node[bp] == self.top).astype(np.int64)
-        ids = np.concatenate((hs, bp))
-        huge = np.concatenate((np.ones(hs.size, bool), np.zeros(bp.size, bool)))
-        cnt = np.concatenate((hm, bc))
-        on = np.concatenate((ntop, btop))
-        off = np.concatenate((nall - ntop, 1 - btop))
-        return ids, huge, get_idx(cnt), cnt, on, off
+        parts = [unit(hs, True, hm, ntop, nall - ntop)]
+        node = self.sim.mem.node
+        for bp, bc in self._split_pages():
+            btop = (node[bp] == self.top).astype(np.int64)
+            parts.append(unit(bp, False, bc, btop, 1 - btop))
+        return tuple(np.concatenate(c) for c in zip(*parts))
+
+    def _movable(self, b, on, off) -> np.ndarray:
+        """The units `_demote` and `_promote` look at: demotion candidates (all pages on
+        top, below warm) and the slow-tier hot units (promotion candidates and the
+        promotion demand)."""
+        return ((on > 0) & (off == 0) & (b < self.warm_thres)) | \
+            ((off > 0) & (b >= self.active))
 
     def _pages(self, ids, huge, on_top: bool) -> np.ndarray:
         """The allocated 4 KiB pages of units (in their order) on / off the top node."""
@@ -858,7 +882,7 @@ class Memtis(Policy):
         self.passes += 1
         self._do_splits(now)
         self._rescan()
-        units = self._units()
+        units = self._units(self._movable)
         self._demote(units)
         self._promote(units)
 
@@ -872,11 +896,12 @@ class Memtis(Policy):
         if self.need_cooling:
             self._cool_huge(hs)
             sp = alive[self.split[alive]]
-            if sp.size:
-                bp = (sp[:, None] * HP + self._ar).ravel()
+            step = _CHUNK // HP
+            for a in range(0, sp.size, step):
+                bp = (sp[a:a + step, None] * HP + self._ar).ravel()
                 self._cool_base(bp[bp < self.npages])
-                if self.scan_cost:
-                    self.sim.charge_cpu(self.scan_cost * bp.size, "migration")
+            if self.scan_cost and sp.size:
+                self.sim.charge_cpu(self.scan_cost * (sp.size * HP), "migration")
             self.need_cooling = False
         else:  # adjusting_node (a pending re-sort waits for the pass after a cooling)
             self.need_adjusting = False
@@ -890,7 +915,7 @@ class Memtis(Policy):
         return int(off[b >= self.active].sum())
 
     def _demote(self, units) -> int:
-        """`need_toptier_demotion` + `demote_node` (units: `_units()`)."""
+        """`need_toptier_demotion` + `demote_node` (units: `_units(_movable)`)."""
         sim = self.sim
         used = int(sim.mem.used[self.top])
         ids, huge, b, cnt, on, off = units
@@ -928,8 +953,9 @@ class Memtis(Policy):
         return moved
 
     def _promote(self, units) -> int:
-        """`promote_node` with `promotion_available` (units: `_units()` before this
-        pass's demotion, which moved only pages below warm, never candidates here)."""
+        """`promote_node` with `promotion_available` (units: `_units(_movable)` before
+        this pass's demotion, which moved only pages below warm, never candidates
+        here)."""
         sim = self.sim
         mem = sim.mem
         used = int(mem.used[self.top])
@@ -1002,7 +1028,7 @@ class Memtis(Policy):
         """kmigraterd_wakeup after an allocation asked for a direct demotion."""
         if self._wake and hasattr(self, "cnt"):
             self._wake = False
-            self._demote(self._units())
+            self._demote(self._units(self._movable))
 
     def on_free(self, start: int, end: int) -> None:
         if not hasattr(self, "cnt") or end <= start:
@@ -1024,7 +1050,8 @@ class Memtis(Policy):
         coldest first, then the rest of the inactive list."""
         if node != getattr(self, "top", None) or n <= 0 or not hasattr(self, "cnt"):
             return None
-        ids, huge, b, cnt, on, off = self._units()
+        top = max(self.warm_thres, self.active)
+        ids, huge, b, cnt, on, off = self._units(lambda b, on, off: (on > 0) & (b < top))
         for limit in (self.warm_thres, self.active):
             cand = np.flatnonzero((on > 0) & (b < limit))
             if cand.size:
@@ -1051,7 +1078,7 @@ class Memtis(Policy):
                "ehr_samples": int(self.prev_max_dram_sampled),
                "rhr_samples": int(self.prev_dram_sampled)}
         if hasattr(self, "cnt"):
-            ids, huge, b, cnt, on, off = self._units()
+            ids, huge, b, cnt, on, off = self._units(lambda b, on, off: b >= self.active)
             hot = b >= self.active
             out["hot_pages"] = int((on + off)[hot].sum())
             out["hot_pages_fast"] = int(on[hot].sum())
