@@ -81,7 +81,7 @@ def range_node_counts(node: np.ndarray, starts, ends, nnodes: int,
 class RateField:
     """Disjoint sorted segments [starts[i], ends[i]) with per-page `read`/`write` rates."""
 
-    __slots__ = ("starts", "ends", "read", "write", "npages", "_cr", "_cw")
+    __slots__ = ("starts", "ends", "read", "write", "npages", "_cr", "_cw", "_mass")
 
     def __init__(self, starts, ends, read, write, npages: int):
         self.starts = np.ascontiguousarray(starts, dtype=np.int64)
@@ -102,6 +102,7 @@ class RateField:
         lengths = self.ends - self.starts
         self._cr = np.concatenate(([0.0], np.cumsum(self.read * lengths)))
         self._cw = np.concatenate(([0.0], np.cumsum(self.write * lengths)))
+        self._mass: dict = {}  # `sample`'s cumulative masses, by `which`, once each
 
     # -- construction -------------------------------------------------------------
     @classmethod
@@ -218,19 +219,24 @@ class RateField:
         return r + w
 
     def sample(self, rng: np.random.Generator, n: int, which: str = "all") -> np.ndarray:
-        """Draw n pages with probability proportional to their `which` rate."""
-        if which == "read":
-            mass = self.read
-        elif which == "write":
-            mass = self.write
-        else:
-            mass = self.read + self.write
-        mass = mass * (self.ends - self.starts)
-        tot = mass.sum()
+        """Draw n pages with probability proportional to their `which` rate. The
+        segments' cumulative mass is computed once per field and `which` (a PEBS
+        sampler draws from one field thousands of times)."""
+        got = self._mass.get(which)
+        if got is None:
+            if which == "read":
+                mass = self.read
+            elif which == "write":
+                mass = self.write
+            else:
+                mass = self.read + self.write
+            mass = mass * (self.ends - self.starts)
+            got = self._mass[which] = (np.cumsum(mass), mass.sum())
+        cum, tot = got
         if n == 0 or tot <= 0:
             return np.zeros(0, dtype=np.int64)
-        seg = np.searchsorted(np.cumsum(mass), rng.random(n) * tot, side="right")
-        seg = np.minimum(seg, len(mass) - 1)
+        seg = np.searchsorted(cum, rng.random(n) * tot, side="right")
+        seg = np.minimum(seg, len(cum) - 1)
         lo = self.starts[seg]
         return lo + (rng.random(n) * (self.ends[seg] - lo)).astype(np.int64)
 

@@ -7,6 +7,8 @@ one field holds (DESIGN.md: exact in distribution for Poisson access streams).
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from ..field import RateField
@@ -91,10 +93,17 @@ class Timeline:
         of the cumulative work at the overlap's ends (t0 may be an array)."""
         t0 = np.asarray(t0, dtype=float)
         out = []
-        starts = self.epoch_start + [np.inf]
-        for k, f in enumerate(self.fields):
-            a, b = starts[k], starts[k + 1]
-            if b <= np.min(t0) or a >= t1:
+        starts = self.epoch_start
+        tmin = float(np.min(t0))
+        # the epochs from the one holding tmin to the last starting before t1 (bisect:
+        # a long run's history has thousands of epochs and is asked at every event)
+        k0 = max(bisect.bisect_right(starts, tmin) - 1, 0)
+        k1 = bisect.bisect_left(starts, t1)
+        for k in range(k0, min(k1, len(self.fields))):
+            f = self.fields[k]
+            a = starts[k]
+            b = starts[k + 1] if k + 1 < len(starts) else np.inf
+            if b <= tmin or a >= t1:
                 continue
             lo = np.maximum(t0, a)
             hi = min(t1, b)
