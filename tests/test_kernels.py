@@ -282,3 +282,41 @@ def test_cooled_bins_is_the_numpy_histogram(npages, clock, dtype, seed):
     e = np.minimum(np.frexp(pc.astype(np.float64))[1], 16)
     want = np.bincount(e, minlength=17)
     np.testing.assert_array_equal(cooled_bins(cnt, pclk, clock, 62, 16), want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 40), st.sampled_from([np.uint32, np.int64]),
+       st.integers(0, 15), st.integers(0, 15), st.booleans(), st.integers(0, 2**32 - 1))
+def test_memtis_cool_is_the_numpy_passes(nh, clock, dtype, hot_thr, bp_active, track,
+                                         seed):
+    """MEMTIS's huge-page cooling in one pass equals the numpy passes it replaced:
+    get_idx by frexp, the hot row sums, may_hot, the halving, pclk and the kept bins
+    moved by two full `cooled_bins` counts."""
+    from tierlab.kernels import cooled_bins, memtis_cool
+    from tierlab.policies.memtis import get_idx
+    hp, nb = 8, 16
+    rng = np.random.default_rng(seed)
+    n = (nh + 3) * hp
+    cnt = (rng.integers(0, 2**32, n) >> rng.integers(0, 32, n)).astype(dtype)
+    pclk = rng.integers(0, clock + 3, n).astype(np.int32)
+    may_hot = rng.random(n) < 0.5
+    hs = np.sort(rng.choice(nh + 3, nh, replace=False)).astype(np.int64)
+    d = np.minimum(rng.integers(0, 70, nh), 62)
+    ebins = cooled_bins(cnt, pclk, clock, 62, nb) if track else None
+    want_cnt, want_pclk, want_hot = cnt.copy(), pclk.copy(), may_hot.copy()
+    idx = hs[:, None] * hp + np.arange(hp)
+    c = cnt[idx].astype(np.int64)
+    pb = get_idx(c)
+    hot = pb >= hot_thr
+    want_hot[idx] = pb >= bp_active
+    want_cnt[idx] = np.right_shift(c, d[:, None])
+    want_pclk[idx] = clock
+    hu, refs = memtis_cool(c, hs, d, hp, cnt, pclk, may_hot, ebins, hot_thr, bp_active,
+                           clock, 62, nb)
+    np.testing.assert_array_equal(hu, hot.sum(axis=1))
+    np.testing.assert_array_equal(refs, np.where(hot, c, 0).sum(axis=1))
+    np.testing.assert_array_equal(cnt, want_cnt)
+    np.testing.assert_array_equal(pclk, want_pclk)
+    np.testing.assert_array_equal(may_hot, want_hot)
+    if track:
+        np.testing.assert_array_equal(ebins, cooled_bins(cnt, pclk, clock, 62, nb))

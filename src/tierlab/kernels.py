@@ -18,6 +18,9 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
 - `similar_pairs`: IDT's Fisher merge test of neighbours, stopping at the first window
   that fails.
 - `unique_in_order`: the engine's move requests without repeats (a bitset pass).
+- `cooled_bins`, `memtis_cool`: MEMTIS's per-page histogram of lazily cooled counts, and
+  its huge-page cooling (get_idx, hot subpages, halving, the kept histogram) in one
+  pass: bench_memsim's memtis at 10x the updates, 22.1 -> 19.1 s.
 
 numba compiles each kernel at first use and caches the machine code beside this file
 (`cache=True`), so only the first run on a machine pays the compile (about a second a
@@ -427,6 +430,44 @@ def _cooled_bins_py(cnt, pclk, clock, max_shift, nbins):
     return out
 
 
+def _memtis_cool_py(c, hs, d, hp, cnt, pclk, may_hot, ebins, track, hot_thr, bp_active,
+                    clock, max_shift, nbins):
+    n = hs.shape[0]
+    hot_utils = np.zeros(n, np.int64)
+    refs = np.zeros(n, np.int64)
+    for i in range(n):
+        base = hs[i] * hp
+        s = d[i]
+        for j in range(hp):
+            v = c[i, j]
+            p = base + j
+            new = v >> s
+            # bins as in `cooled_bins`, min(bit length of x, nbins): of v + 1 (get_idx
+            # is that minus one), of the lazily cooled count + 1, and of new + 1
+            dd = min(max(clock - np.int64(pclk[p]), 0), max_shift)
+            x, y, z = v + 1, (v >> dd) + 1, new + 1
+            ex = ey = ez = 0
+            while x > 0 and ex < nbins:
+                x >>= 1
+                ex += 1
+            while y > 0 and ey < nbins:
+                y >>= 1
+                ey += 1
+            while z > 0 and ez < nbins:
+                z >>= 1
+                ez += 1
+            if ex - 1 >= hot_thr:
+                hot_utils[i] += 1
+                refs[i] += v
+            may_hot[p] = ex - 1 >= bp_active
+            if track:
+                ebins[ey] -= 1
+                ebins[ez] += 1
+            cnt[p] = new
+            pclk[p] = clock
+    return hot_utils, refs
+
+
 _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "bits_move": _bits_move_py, "bits_set": _bits_set_py,
        "pages_on_bits": _pages_on_bits_py,
@@ -435,7 +476,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
        "similar_pairs": _similar_pairs_py, "add_expected": _add_expected_py,
        "first_seen": _first_seen_py, "interval_index": _interval_index_py,
-       "cooled_bins": _cooled_bins_py}
+       "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py}
 
 #: below this size numpy's own sort is as fast and needs no compiled code
 SMALL = 256
@@ -558,6 +599,23 @@ def cooled_bins(cnt, pclk, clock: int, max_shift: int, nbins: int) -> np.ndarray
     cooled count, in one pass without temporaries."""
     return _kernel("cooled_bins")(cnt, pclk, np.int64(clock), np.int64(max_shift),
                                   int(nbins))
+
+
+def memtis_cool(c, hs, d, hp: int, cnt, pclk, may_hot, ebins, hot_thr: int,
+                bp_active: int, clock: int, max_shift: int, nbins: int):
+    """MEMTIS's `check_transhuge_cooling` over the subpages of huge pages `hs` (c: their
+    counts, one row each, before cooling; d: each one's shift) in one pass: returns
+    (hot_utils, refs) per huge page (subpages with get_idx >= hot_thr, and their count
+    sum), sets may_hot (get_idx >= bp_active), halves cnt by d, sets pclk to clock and,
+    with `ebins` (else None), moves each subpage between the kept bins of `cooled_bins`.
+    The numpy passes it replaced: get_idx by frexp, the row sums, the scatters and two
+    `cooled_bins` calls."""
+    track = ebins is not None
+    if not track:
+        ebins = np.zeros(nbins + 1, np.int64)
+    return _kernel("memtis_cool")(c, hs, d, np.int64(hp), cnt, pclk, may_hot, ebins, track,
+                                  np.int64(hot_thr), np.int64(bp_active), np.int64(clock),
+                                  np.int64(max_shift), np.int64(nbins))
 
 
 def table_min(pages, which, by_page: bool, tab) -> float:

@@ -161,7 +161,7 @@ import numpy as np
 
 from ..engine.memory import BLOCK, UNALLOC
 from ..errors import TierlabError
-from ..kernels import cooled_bins
+from ..kernels import cooled_bins, memtis_cool
 from ..monitors.pebs import Pebs, parse_core
 from ..units import PAGE, parse_duration, parse_flag, parse_size
 from .base import POLICIES, Policy
@@ -455,17 +455,12 @@ class Memtis(Policy):
 
     def _cool_huge_chunk(self, hs) -> None:
         d = np.minimum(self.clock - self.hclk[hs], MAX_SHIFT)
-        idx = hs[:, None] * HP + self._ar
-        c = self.cnt[idx].astype(np.int64)
-        pb = get_idx(c)
-        hot = pb >= min(self.active, self.bp_active)
-        hot_utils = hot.sum(axis=1)
-        refs = np.where(hot, c, 0).sum(axis=1)
+        c = self.cnt[hs[:, None] * HP + self._ar].astype(np.int64)
         sq = (c.astype(float) ** 2).sum(axis=1)
-        self.may_hot[idx] = pb >= self.bp_active
-        with self._writing(idx):
-            self.cnt[idx] = np.right_shift(c, d[:, None])
-            self.pclk[idx] = self.clock
+        # get_idx, hot_utils and refs, may_hot, the halving and the kept bins: one pass
+        hot_utils, refs = memtis_cool(c, hs, d, HP, self.cnt, self.pclk, self.may_hot,
+                                      self._ebins, min(self.active, self.bp_active),
+                                      self.bp_active, self.clock, MAX_SHIFT, NBINS)
         self.meta[hs] = np.right_shift(self.meta[hs], d)
         midx = get_idx(self.meta[hs])
         hu = np.maximum(hot_utils, 1).astype(float)
