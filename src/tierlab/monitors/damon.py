@@ -755,16 +755,19 @@ class Damon(Monitor):
         i = np.searchsorted(f.starts, x, side="right") - 1
         ii = np.maximum(i, 0)
         inside = np.minimum(x - f.starts[ii], lens[ii])
-        out = np.empty((R, k))
-        for j in range(k):  # k is 1 (constant throughput) or samples_per_aggr
-            qp = -np.expm1(-rate * dw[j])  # one page's access probability
+        # k is 1 (constant throughput) or samples_per_aggr, whose works per interval
+        # repeat (they change only where the throughput does): one pass per value
+        vals, inv = np.unique(dw, return_inverse=True)
+        out = np.empty((R, vals.shape[0]))
+        for j in range(vals.shape[0]):
+            qp = -np.expm1(-rate * vals[j])  # one page's access probability
             cum = np.empty(qp.shape[0] + 1)
             cum[0] = 0.0
             np.cumsum(qp * lens, out=cum[1:])
             g = cum[ii] + qp[ii] * inside
             g[i < 0] = 0.0
             out[:, j] = (g[R:] - g[:R]) / (e - s)
-        return np.clip(out, 0.0, 1.0)
+        return np.clip(out[:, inv.ravel()], 0.0, 1.0)
 
     def stats(self) -> dict:
         return {"aggregations": self.nr_aggregations, "nr_regions": self.nr_regions,
