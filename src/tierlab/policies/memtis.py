@@ -565,17 +565,20 @@ class Memtis(Policy):
         hs = alive[~self.split[alive]]
         return hs, halve(self.meta[hs], self.hclk[hs], self.clock), self.nall[hs]
 
-    def _split_pages(self):
+    def _split_chunks(self):
         """The base pages of split huge pages, in address order, a chunk at a time (a
-        long run splits most of them: 134 M pages at 512 GiB), each chunk as (allocated
-        pages, their cooled counts)."""
-        node = self.sim.mem.node
+        long run splits most of them: 134 M pages at 512 GiB)."""
         alive = np.flatnonzero(self.alive)
         sp = alive[self.split[alive]]
         step = _CHUNK // HP
         for a in range(0, sp.size, step):
             bp = (sp[a:a + step, None] * HP + self._ar).ravel()
-            bp = bp[bp < self.npages]
+            yield bp[bp < self.npages]
+
+    def _split_pages(self):
+        """`_split_chunks`' allocated pages with their cooled counts, chunk by chunk."""
+        node = self.sim.mem.node
+        for bp in self._split_chunks():
             bp = bp[node[bp] != UNALLOC]
             yield bp, halve(self.cnt[bp], self.pclk[bp], self.clock)
 
@@ -890,11 +893,9 @@ class Memtis(Policy):
         hs = alive[~self.split[alive]]
         if self.need_cooling:
             self._cool_huge(hs)
+            for bp in self._split_chunks():
+                self._cool_base(bp)
             sp = alive[self.split[alive]]
-            step = _CHUNK // HP
-            for a in range(0, sp.size, step):
-                bp = (sp[a:a + step, None] * HP + self._ar).ravel()
-                self._cool_base(bp[bp < self.npages])
             if self.scan_cost and sp.size:
                 self.sim.charge_cpu(self.scan_cost * (sp.size * HP), "migration")
             self.need_cooling = False
