@@ -10,9 +10,10 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   5.9 ms) and merged in one pass: 45% of AutoNUMA's CPU was numpy's argsort.
 - `NodeBits`: the page map as one bitmap per node, so kswapd's CLOCK hands read 64
   addresses per word and stop only at the node's pages (`Memory.pages_on`).
-- `add_expected`, `table_min`: the rate model's expected accesses of single pages
-  whose clear times are few values (kswapd's pass times, Nimble's check times, one
-  time for DAMON's and IDT's samples), `AccessedBits.test_since_table`.
+- `sub_expected`, `below_neg`, `table_min`: the rate model's expected accesses of
+  single pages whose clear times are few values (kswapd's pass times, Nimble's check
+  times, one time for DAMON's and IDT's samples), `AccessedBits.test_since_table`,
+  summed negated for expm1 and compared with the draws in one pass each.
 - `LruLists`, `nimble_inactive`, `nimble_active`: Nimble's lists as a counting sort by
   insertion index and its aging pass in place.
 - `similar_pairs`: IDT's Fisher merge test of neighbours, stopping at the first window
@@ -161,8 +162,8 @@ def _similar_pairs_py(h, valid, window, table):
     return out
 
 
-def _add_expected_py(lam, pages, which, by_page, w_tab, starts, rate, ends, w_a, use_max,
-                     whi):
+def _sub_expected_py(lam, pages, which, by_page, w_tab, starts, rate, ends, w_a, use_max,
+                     whi, init):
     for i in range(pages.shape[0]):
         p = pages[i]
         lo, hi = 0, starts.shape[0]  # searchsorted(starts, p, side="right")
@@ -175,7 +176,12 @@ def _add_expected_py(lam, pages, which, by_page, w_tab, starts, rate, ends, w_a,
         r = rate[lo] * (1.0 if p < ends[lo] else 0.0)
         w0 = w_tab[which[p] if by_page else which[i]]
         wlo = max(w0, w_a) if use_max else w0
-        lam[i] += r * max(whi - wlo, 0.0)
+        lam[i] = (0.0 if init else lam[i]) - r * max(whi - wlo, 0.0)
+
+
+def _below_neg_py(u, x, out):
+    for i in range(u.shape[0]):
+        out[i] = u[i] < -x[i]
 
 
 def _list_hist_py(node_map, node, blocks, block, flags, mask, inserted, ntimes):
@@ -474,7 +480,8 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
-       "similar_pairs": _similar_pairs_py, "add_expected": _add_expected_py,
+       "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
+       "below_neg": _below_neg_py,
        "first_seen": _first_seen_py, "interval_index": _interval_index_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py}
 
@@ -518,16 +525,24 @@ def similar_pairs(h, valid: int, window: int, table) -> np.ndarray:
                                     int(window), np.ascontiguousarray(table, dtype=np.bool_))
 
 
-def add_expected(lam, pages, which, by_page: bool, w_tab, starts, rate, ends, w_a: float,
-                 use_max: bool, whi: float) -> None:
-    """lam[i] += the expected accesses of page pages[i] during one field epoch, as
-    `RateSource._expected` sums them (`_FieldTables.page_rate` times the epoch's work
-    since the page's start, max(whi - max(W(t0), W(epoch start)), 0)), the page's W(t0)
-    read from w_tab[which[i]] (`by_page`: w_tab[which[pages[i]]]): the same
-    floating-point operations in the same order, one pass instead of a search, five
-    gathers and six temporaries per epoch."""
-    _kernel("add_expected")(lam, pages, which, bool(by_page), w_tab, starts, rate, ends,
-                            float(w_a), bool(use_max), float(whi))
+def sub_expected(lam, pages, which, by_page: bool, w_tab, starts, rate, ends, w_a: float,
+                 use_max: bool, whi: float, init: bool = False) -> None:
+    """lam[i] -= the expected accesses of page pages[i] during one field epoch (`init`:
+    lam[i] = 0 - them), as `RateSource._expected` sums them (`_FieldTables.page_rate`
+    times the epoch's work since the page's start, max(whi - max(W(t0), W(epoch
+    start)), 0)), the page's W(t0) read from w_tab[which[i]] (`by_page`:
+    w_tab[which[pages[i]]]): the same floating-point operations in the same order, one
+    pass instead of a search, five gathers and six temporaries per epoch. Summed
+    negated, the sum is exactly minus the positive sum (rounding is symmetric), ready
+    for expm1 without a negation pass."""
+    _kernel("sub_expected")(lam, pages, which, bool(by_page), w_tab, starts, rate, ends,
+                            float(w_a), bool(use_max), float(whi), bool(init))
+
+
+def below_neg(u, x, out) -> None:
+    """out[i] = u[i] < -x[i] in one pass (a draw against 1 - exp(-lam), given
+    x = expm1(-lam))."""
+    _kernel("below_neg")(u, x, out)
 
 
 class LruLists:

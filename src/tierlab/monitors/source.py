@@ -44,7 +44,7 @@ import numpy as np
 
 from ..engine.timeline import Timeline
 from ..field import RateField
-from ..kernels import add_expected, table_min
+from ..kernels import below_neg, sub_expected, table_min
 
 _KINDS = ("read", "write", "all")
 
@@ -241,7 +241,7 @@ class RateSource(AccessSource):
         are few distinct values (`since_tab`, indexed by `which`, or with `by_page` by
         `which[pages]`, an array over all pages): W(t0) is looked up
         once per value, the expected accesses summed by a compiled pass
-        (`kernels.add_expected`) and the draws taken in chunks of the same stream, so
+        (`kernels.sub_expected`) and the draws taken in chunks of the same stream, so
         the result is the same bits with O(chunk) temporaries."""
         pages = np.asarray(pages)
         which = np.asarray(which)
@@ -266,16 +266,16 @@ class RateSource(AccessSource):
         lam_buf, u_buf = np.empty(step), np.empty(step)  # reused: no fresh pages per chunk
         for c in range(0, n, step):
             lam, u = lam_buf[:min(step, n - c)], u_buf[:min(step, n - c)]
-            lam[:] = 0.0
-            for tab, w_a, use_max, whi in eps:
-                add_expected(lam, pages[c:c + step], which if by_page else which[c:c + step],
-                             by_page, w_tab, tab.starts, tab.rate["all"], tab.E, w_a,
-                             use_max, whi)
-            np.negative(lam, out=lam)  # -expm1(-lam), in place
-            np.expm1(lam, out=lam)
-            np.negative(lam, out=lam)
+            if not eps:
+                lam[:] = 0.0
+            for k, (tab, w_a, use_max, whi) in enumerate(eps):  # -lam, summed negated
+                sub_expected(lam, pages[c:c + step],
+                             which if by_page else which[c:c + step], by_page, w_tab,
+                             tab.starts, tab.rate["all"], tab.E, w_a, use_max, whi,
+                             init=k == 0)
+            np.expm1(lam, out=lam)  # expm1(-lam), in place
             rng.random(out=u)
-            np.less(u, lam, out=out[c:c + step])
+            below_neg(u, lam, out[c:c + step])  # u < -expm1(-lam) = 1 - exp(-lam)
         return out
 
     def samples(self, t0, t1, period, which, rng, select=None):
