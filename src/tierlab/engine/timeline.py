@@ -96,15 +96,14 @@ class Timeline:
         starts = self.epoch_start
         tmin = float(np.min(t0))
         # the epochs from the one holding tmin to the last starting before t1 (bisect:
-        # a long run's history has thousands of epochs and is asked at every event)
+        # a long run's history has thousands of epochs and is asked at every event):
+        # each ends after tmin and starts before t1
         k0 = max(bisect.bisect_right(starts, tmin) - 1, 0)
         k1 = bisect.bisect_left(starts, t1)
         for k in range(k0, min(k1, len(self.fields))):
             f = self.fields[k]
             a = starts[k]
             b = starts[k + 1] if k + 1 < len(starts) else np.inf
-            if b <= tmin or a >= t1:
-                continue
             lo = np.maximum(t0, a)
             hi = min(t1, b)
             wlo = self.work_at(lo)

@@ -767,7 +767,7 @@ class Damon(Monitor):
             g = cum[ii] + qp[ii] * inside
             g[i < 0] = 0.0
             out[:, j] = (g[R:] - g[:R]) / (e - s)
-        return np.clip(out[:, inv.ravel()], 0.0, 1.0)
+        return np.clip(out[:, inv], 0.0, 1.0)
 
     def stats(self) -> dict:
         return {"aggregations": self.nr_aggregations, "nr_regions": self.nr_regions,

@@ -559,26 +559,28 @@ class Memtis(Policy):
             np.add.at(self.meta, uh[huge], k[huge])
 
     # -- histogram and thresholds ----------------------------------------------------------
-    def _huge_units(self):
-        """The huge pages not split, with their cooled meta counts and allocated pages."""
+    def _groups(self):
+        """The live huge pages: (those not split, those split)."""
         alive = np.flatnonzero(self.alive)
-        hs = alive[~self.split[alive]]
-        return hs, halve(self.meta[hs], self.hclk[hs], self.clock), self.nall[hs]
+        split = self.split[alive]
+        return alive[~split], alive[split]
 
-    def _split_chunks(self):
-        """The base pages of split huge pages, in address order, a chunk at a time (a
-        long run splits most of them: 134 M pages at 512 GiB)."""
-        alive = np.flatnonzero(self.alive)
-        sp = alive[self.split[alive]]
+    def _huge_counts(self, hs):
+        """Cooled meta counts and allocated pages of huge pages `hs` (not split)."""
+        return halve(self.meta[hs], self.hclk[hs], self.clock), self.nall[hs]
+
+    def _split_chunks(self, sp):
+        """The base pages of split huge pages `sp`, in address order, a chunk at a time
+        (a long run splits most of them: 134 M pages at 512 GiB)."""
         step = _CHUNK // HP
         for a in range(0, sp.size, step):
             bp = (sp[a:a + step, None] * HP + self._ar).ravel()
             yield bp[bp < self.npages]
 
-    def _split_pages(self):
+    def _split_pages(self, sp):
         """`_split_chunks`' allocated pages with their cooled counts, chunk by chunk."""
         node = self.sim.mem.node
-        for bp in self._split_chunks():
+        for bp in self._split_chunks(sp):
             bp = bp[node[bp] != UNALLOC]
             yield bp, halve(self.cnt[bp], self.pclk[bp], self.clock)
 
@@ -629,9 +631,10 @@ class Memtis(Policy):
 
     def histograms(self):
         """(page histogram, estimated-base-page histogram), 16 bins each."""
-        hs, hm, nall = self._huge_units()
+        hs, sp = self._groups()
+        hm, nall = self._huge_counts(hs)
         hg = np.bincount(get_idx(hm), weights=nall, minlength=NBINS)[:NBINS]
-        for _, bc in self._split_pages():
+        for _, bc in self._split_pages(sp):
             hg = hg + np.bincount(get_idx(bc), minlength=NBINS)[:NBINS]
         # every 4 KiB page by its own count; unallocated pages have count 0 (bin 0).
         # The hot path of a run (every adaptation): lazy halving and get_idx in one
@@ -838,11 +841,12 @@ class Memtis(Policy):
             m = keep(b, on, off)
             return tuple(c[m] for c in cols)
 
-        hs, hm, nall = self._huge_units()
+        hs, sp = self._groups()
+        hm, nall = self._huge_counts(hs)
         ntop = self._ntop()[hs]
         parts = [unit(hs, True, hm, ntop, nall - ntop)]
         node = self.sim.mem.node
-        for bp, bc in self._split_pages():
+        for bp, bc in self._split_pages(sp):
             btop = (node[bp] == self.top).astype(np.int64)
             parts.append(unit(bp, False, bc, btop, 1 - btop))
         return tuple(np.concatenate(c) for c in zip(*parts))
@@ -889,21 +893,19 @@ class Memtis(Policy):
         threshold change; both run the split check over the huge pages."""
         if not (self.need_cooling or self.need_adjusting):
             return
-        alive = np.flatnonzero(self.alive)
-        hs = alive[~self.split[alive]]
+        hs, sp = self._groups()
         if self.need_cooling:
             self._cool_huge(hs)
-            for bp in self._split_chunks():
+            for bp in self._split_chunks(sp):
                 self._cool_base(bp)
-            sp = alive[self.split[alive]]
             if self.scan_cost and sp.size:
                 self.sim.charge_cpu(self.scan_cost * (sp.size * HP), "migration")
             self.need_cooling = False
         else:  # adjusting_node (a pending re-sort waits for the pass after a cooling)
             self.need_adjusting = False
             if self.scan_cost:  # every list entry checked once
-                self.sim.charge_cpu(self.scan_cost * (hs.size + int(self.nall[alive[
-                    self.split[alive]]].sum())), "migration")
+                self.sim.charge_cpu(self.scan_cost * (hs.size + int(self.nall[sp].sum())),
+                                    "migration")
         self._check_split(hs)
 
     def _demand(self, b, off) -> int:
