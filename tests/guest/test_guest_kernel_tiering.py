@@ -93,8 +93,16 @@ def test_counters_consistent_with_numa_maps(guest_run):
             (s["uptime"], d, s["hot"])
         # NUMA-balancing migrations of this run are these promotions
         assert abs(d["numa_pages_migrated"] - d["pgpromote_success"]) <= slack, d
-    total = sum(samples[-1]["hot"].values()) + sum(samples[-1]["cold"].values())
-    assert total == hot_pages + ready["cold_pages"], samples[-1]   # nothing lost or swapped
+    # nothing lost or swapped. numa_maps counts present PTEs, so a batch of pages in
+    # mid-migration (kswapd demotes them in batches) is briefly uncounted: a final
+    # sample of a fresh-clone run beside a yes (0fbacc1) was 64 cold pages short. A lost
+    # or swapped page would be missing from every later sample, so one of the final
+    # samples (the scenario takes 5 after the hot range settles) holds them all, and
+    # none is short by more than a batch.
+    want = hot_pages + ready["cold_pages"]
+    totals = [sum(s["hot"].values()) + sum(s["cold"].values()) for s in samples]
+    assert all(0 <= want - t <= slack for t in totals), (want, totals)
+    assert want in totals[-5:], (want, totals[-5:], samples[-1])
 
 
 def test_workload_contents_intact(guest_run):
