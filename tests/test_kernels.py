@@ -320,3 +320,111 @@ def test_memtis_cool_is_the_numpy_passes(nh, clock, dtype, hot_thr, bp_active, t
     np.testing.assert_array_equal(may_hot, want_hot)
     if track:
         np.testing.assert_array_equal(ebins, cooled_bins(cnt, pclk, clock, 62, nb))
+
+
+def _move_numpy(node_map, blocks, used, pages, cur, dsts, block):
+    """Memory.move as numpy wrote it: scatter, bincounts per node and per block."""
+    k = used.shape[0]
+    node_map[pages] = dsts
+    used += np.bincount(dsts, minlength=256)[:k] - np.bincount(cur, minlength=256)[:k]
+    b = (pages // block) * k
+    m = blocks.size
+    blocks += (np.bincount(b + dsts, minlength=m)
+               - np.bincount(b + cur, minlength=m)).reshape(-1, k).astype(np.int32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(0, 2**32 - 1), st.booleans())
+def test_move_pages_is_the_numpy_bookkeeping(npages, seed, with_bits):
+    from tierlab.kernels import NodeBits, move_pages
+    rng = np.random.default_rng(seed)
+    k, block = 4, 64
+    node_map = rng.integers(0, k, npages).astype(np.uint8)
+    node_map[rng.random(npages) < 0.2] = 255
+    nb = -(-npages // block)
+    blocks = np.zeros((nb, k), np.int32)
+    for n in range(k):
+        blocks[:, n] = np.bincount(np.flatnonzero(node_map == n) // block, minlength=nb)
+    used = np.bincount(node_map[node_map < k], minlength=k).astype(np.int64)
+    placed = np.flatnonzero(node_map < k)
+    pages = rng.permutation(placed)[: rng.integers(0, len(placed) + 1)].astype(np.int64)
+    cur = node_map[pages]
+    dsts = ((cur + rng.integers(1, k, len(pages))) % k).astype(np.uint8)
+    want = [a.copy() for a in (node_map, blocks, used)]
+    _move_numpy(*want, pages, cur, dsts, block)
+    bits = NodeBits(node_map, k) if with_bits else None
+    move_pages(node_map, bits.bits if bits else None, blocks, used, pages, cur, dsts, block)
+    for got, exp in zip((node_map, blocks, used), want):
+        np.testing.assert_array_equal(got, exp)
+    if bits:
+        np.testing.assert_array_equal(bits.bits, NodeBits(node_map, k).bits)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 2000), st.integers(0, 2**32 - 1), st.booleans(), st.booleans())
+def test_set_active_is_the_numpy_flag_update(npages, seed, on, with_row):
+    from tierlab.engine.lru import ACTIVE, PROMOTE, REFERENCED
+    from tierlab.kernels import PageBits, set_active
+    rng = np.random.default_rng(seed)
+    k = 3
+    node_map = rng.integers(0, k, npages).astype(np.uint8)
+    node_map[rng.random(npages) < 0.2] = 255
+    flags = rng.integers(0, 8, npages).astype(np.uint8)
+    nr = rng.integers(0, 1000, k).astype(np.int64)
+    pages = rng.integers(0, npages, rng.integers(0, 2 * npages)).astype(np.int64)  # repeats
+    # the numpy form LRU._set_active had
+    f = flags[pages]
+    change = pages[((f & ACTIVE) != 0) != on]
+    nodes = node_map[change]
+    change, nodes = change[nodes != 255], nodes[nodes != 255]
+    want_nr = nr + (1 if on else -1) * np.bincount(nodes, minlength=256)[:k]
+    want = flags.copy()
+    if on:
+        want[change] |= ACTIVE
+    else:
+        want[change] &= ~np.uint8(ACTIVE | PROMOTE)
+    want[change] &= ~np.uint8(REFERENCED)
+    row = PageBits((flags & ACTIVE) != 0) if with_row else None
+    keep = ~np.uint8(REFERENCED) if on else ~np.uint8(ACTIVE | PROMOTE | REFERENCED)
+    set_active(flags, node_map, pages, on, ACTIVE, ACTIVE if on else 0, keep, nr,
+               row.words if row else None)
+    np.testing.assert_array_equal(flags, want)
+    np.testing.assert_array_equal(nr, want_nr)
+    if row:
+        exp = PageBits((want & ACTIVE) != 0).words
+        np.testing.assert_array_equal(row.words, exp)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(0, 2**32 - 1), st.integers(1, 255))
+def test_relocate_sums_is_the_numpy_bincounts(npages, seed, stamp):
+    from tierlab.field import RateField
+    from tierlab.kernels import relocate_sums
+    rng = np.random.default_rng(seed)
+    k = 4
+    cuts = np.unique(rng.integers(0, npages + 1, 2 * rng.integers(1, 20)))
+    if len(cuts) % 2:
+        cuts = cuts[:-1]
+    starts, ends = cuts[0::2], cuts[1::2]  # segments with gaps (rate 0) between
+    f = RateField(starts, ends, rng.random(len(starts)) * 1e-3,
+                  rng.random(len(starts)) * 1e-4, npages)
+    pages = rng.permutation(npages)[: rng.integers(0, npages + 1)].astype(np.int64)
+    if rng.random() < 0.5:
+        pages.sort()
+    cur = rng.integers(0, k, len(pages)).astype(np.uint8)
+    dsts = ((cur + rng.integers(1, k, len(pages))) % k).astype(np.uint8)
+    rank = rng.permutation(k).astype(np.int64)
+    epoch = rng.integers(0, 256, npages).astype(np.uint8)
+    want_epoch = epoch.copy()
+    r, w = f.rate_of(pages)
+    up = rank[dsts] < rank[cur]
+    st_ = want_epoch[pages[up]]
+    want_pp = int(((st_ != 0) & (((stamp - st_) % 255) <= 1)).sum())
+    want_epoch[pages[~up]] = stamp
+    sums, counts, npro, pp = relocate_sums(pages, cur, dsts, f, rank, epoch, stamp)
+    for row, (idx, wt) in enumerate(((dsts, r), (cur, r), (dsts, w), (cur, w))):
+        np.testing.assert_array_equal(sums[row], np.bincount(idx, wt, 256))
+    np.testing.assert_array_equal(counts[0], np.bincount(cur, minlength=256))
+    np.testing.assert_array_equal(counts[1], np.bincount(dsts, minlength=256))
+    assert (npro, pp) == (int(up.sum()), want_pp)
+    np.testing.assert_array_equal(epoch, want_epoch)

@@ -522,24 +522,17 @@ class Simulation(PolicyBackend):
         k = self.machine.nnodes
         self.mem.move(pages, cur, dsts)
         self.lru.on_moves(pages, cur, dsts)
-        r, w = self.timeline.field.rate_of(pages)
-        self._reads += np.bincount(dsts, r, 256)[:k] - np.bincount(cur, r, 256)[:k]
-        self._writes += np.bincount(dsts, w, 256)[:k] - np.bincount(cur, w, 256)[:k]
-        up = self._rank[dsts] < self._rank[cur]
-        npro = int(up.sum())
         n = len(pages)
+        sums, counts, npro, pingpong = kernels.relocate_sums(
+            pages, cur, dsts, self.timeline.field, self._rank, self._epoch, self._stamp())
+        self._reads += sums[0, :k] - sums[1, :k]
+        self._writes += sums[2, :k] - sums[3, :k]
         self.stats.promotions += npro
         self.stats.demotions += n - npro
-        stamp = self._stamp()
-        if npro:
-            st = self._epoch[pages[up]]
-            self.stats.pingpong += int(((st != 0) & (((stamp - st) % 255) <= 1)).sum())
-        if n - npro:
-            self._epoch[pages[~up]] = stamp
+        self.stats.pingpong += pingpong
         if copy:
             self.stats.migrated_bytes += n * PAGE
-            self._copy += (np.bincount(cur, minlength=256)[:k]
-                           + np.bincount(dsts, minlength=256)[:k]) * float(PAGE)
+            self._copy += (counts[0, :k] + counts[1, :k]) * float(PAGE)
         key = reason or "policy"
         self.stats.by_reason[key] = self.stats.by_reason.get(key, 0) + n
         self._x_dirty = True

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import kernels
 from ..units import PAGE
-from .memory import UNALLOC, PassTimes
+from .memory import PassTimes
 
 ACTIVE = 1
 REFERENCED = 2
@@ -54,25 +54,13 @@ class LRU:
         return (self.flags[np.asarray(pages, dtype=np.int64)] & ACTIVE) != 0
 
     def _set_active(self, pages, on: bool) -> None:
-        pages = np.asarray(pages, dtype=np.int64)
-        f = self.flags[pages]
-        change = pages[((f & ACTIVE) != 0) != on]
-        if len(change) == 0:
-            return
-        nodes = self.sim.mem.node[change]
-        ok = nodes != UNALLOC
-        change, nodes = change[ok], nodes[ok]
-        k = len(self.nr_active)
-        delta = np.bincount(nodes, minlength=256)[:k]
-        if on:
-            self.flags[change] |= ACTIVE
-            self.nr_active += delta
-        else:
-            self.flags[change] &= ~np.uint8(ACTIVE | PROMOTE)
-            self.nr_active -= delta
-        self.flags[change] &= ~np.uint8(REFERENCED)
-        if self._active is not None:
-            self._active.set(change, on)
+        """ACTIVE on or off (REFERENCED cleared; PROMOTE too when deactivated) for the
+        allocated pages that differ, with the active counts and bitmap: one compiled
+        pass (`kernels.set_active`)."""
+        keep = ~np.uint8(REFERENCED) if on else ~np.uint8(ACTIVE | PROMOTE | REFERENCED)
+        kernels.set_active(self.flags, self.sim.mem.node, np.asarray(pages, dtype=np.int64),
+                           on, ACTIVE, ACTIVE if on else 0, keep, self.nr_active,
+                           None if self._active is None else self._active.words)
 
     def active_bits(self) -> np.ndarray:
         """ACTIVE of every page as a bitmap (uint64 words), which the hands read to skip

@@ -103,28 +103,16 @@ class Memory:
         return freed
 
     def move(self, pages: np.ndarray, cur: np.ndarray, dsts: np.ndarray) -> None:
-        """pages[i] (distinct, on cur[i]) now on dsts[i]: the page map, the pages per
-        node and the block counts."""
-        self.node[pages] = dsts
+        """pages[i] (distinct, on cur[i]) now on dsts[i]: the page map, the node
+        bitmaps, the pages per node and the block counts, in one compiled pass
+        (`kernels.move_pages`)."""
         self._cum = None
-        n = len(pages)
-        if n == 0:
+        if len(pages) == 0:
             return
-        if self._bits is not None:
-            self._bits.move(pages, cur, dsts)
-        k = self.machine.nnodes
-        self.used += np.bincount(dsts, minlength=256)[:k] - np.bincount(cur, minlength=256)[:k]
-        lo, hi = int(pages.min()) // BLOCK, int(pages.max()) // BLOCK + 1
-        b = (pages // BLOCK - lo) * k
-        if n < 64 or (hi - lo) * k > 16 * n:  # few, scattered moves: per-element updates
-            flat = self.blocks.reshape(-1)
-            np.subtract.at(flat, b + lo * k + cur, 1)
-            np.add.at(flat, b + lo * k + dsts, 1)
-        else:  # counting passes over the blocks the moves span (a region's pages)
-            m = (hi - lo) * k
-            self.blocks[lo:hi] += (np.bincount(b + dsts, minlength=m)
-                                   - np.bincount(b + cur, minlength=m)).reshape(-1, k) \
-                .astype(np.int32)
+        kernels.move_pages(self.node, None if self._bits is None else self._bits.bits,
+                           self.blocks, self.used, np.asarray(pages, dtype=np.int64),
+                           np.asarray(cur, dtype=np.uint8), np.asarray(dsts, dtype=np.uint8),
+                           BLOCK)
 
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
                  value: int = 0, sel=None, sel_on: bool = True):
