@@ -210,6 +210,14 @@ def test_lru_lists_are_a_stable_sort_by_insertion(npages, ntimes, seed, dtype):
         half, total2 = lists.list(active, half=True)
         np.testing.assert_array_equal(half, want[: len(want) // 2])
         assert total == total2 == len(want)
+    # the least tracked value of each list's first pages, from the same pass
+    track = rng.integers(0, 1000, npages).astype(np.uint16)
+    n0, n1 = lists.lengths()
+    k0, k1 = int(rng.integers(0, n0 + 1)), int(rng.integers(0, n1 + 1))
+    (p0, p1), mins = lists.first(k0, k1, track=track)
+    np.testing.assert_array_equal(p0, lists.list(False)[0][:k0])
+    for pages, m in ((p0, mins[0]), (p1, mins[1])):
+        assert m == (track[pages].min() if len(pages) else np.iinfo(np.uint16).max)
 
 
 def test_without_numba_the_guest_path_still_answers(monkeypatch):
@@ -265,6 +273,10 @@ def test_interval_index_is_searchsorted(nbounds, npages, runs, seed):
         pages = np.concatenate([np.sort(p) for p in parts])
     want = np.clip(np.searchsorted(bounds, pages, side="right") - 1, 0, len(bounds) - 2)
     np.testing.assert_array_equal(interval_index(bounds, pages), want)
+    times = rng.random(len(bounds) - 1)
+    got, tmin = interval_index(bounds, pages, times)
+    np.testing.assert_array_equal(got, want)
+    assert tmin == (times[want].min() if npages else np.inf)
 
 
 @settings(max_examples=80, deadline=None)

@@ -203,7 +203,8 @@ def _list_hist_py(node_map, node, blocks, block, flags, mask, inserted, ntimes):
     return part[0] + part[1] + part[2] + part[3]
 
 
-def _list_emit_py(node_map, node, blocks, block, flags, mask, inserted, hist, take, like):
+def _list_emit_py(node_map, node, blocks, block, flags, mask, inserted, hist, take, like,
+                  track, use_track, mins):
     n = node_map.shape[0]
     ntimes = hist.shape[1]
     outs = (np.empty(take[0], like.dtype), np.empty(take[1], like.dtype))
@@ -239,6 +240,8 @@ def _list_emit_py(node_map, node, blocks, block, flags, mask, inserted, hist, ta
                 t = inserted[p]
                 if t < v[k] or (t == v[k] and need[k] > 0):
                     outs[k][pos[k, t]] = p
+                    if use_track and track[p] < mins[k]:
+                        mins[k] = track[p]
                     pos[k, t] += 1
                     if t == v[k]:
                         need[k] -= 1
@@ -481,16 +484,17 @@ def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, 
     return out[:n], pos, scanned
 
 
-def _interval_index_py(bounds, pages):
+def _interval_index_py(bounds, pages, times, use_times):
     # searchsorted(bounds, pages, "right") - 1, clipped to [0, len(bounds) - 2], walking
     # forward through ascending runs of pages (a hand's scan: one run, or two if it
-    # wrapped) and bisecting where a run starts
+    # wrapped) and bisecting where a run starts; with use_times also min(times[out])
     n = pages.shape[0]
     m = bounds.shape[0]
     out = np.empty(n, np.int64)
     last = m - 2
     j = 0
     prev = -1
+    tmin = np.inf
     for i in range(n):
         p = pages[i]
         if p < prev or i == 0:
@@ -506,8 +510,11 @@ def _interval_index_py(bounds, pages):
             while j + 1 < m and bounds[j + 1] <= p:
                 j += 1
         prev = p
-        out[i] = min(max(j, 0), last)
-    return out
+        q = min(max(j, 0), last)
+        out[i] = q
+        if use_times and times[q] < tmin:
+            tmin = times[q]
+    return out, tmin
 
 
 def _cooled_bins_py(cnt, pclk, clock, max_shift, nbins):
@@ -656,11 +663,18 @@ class LruLists:
         """(inactive, active): the lists' lengths (the mask clear, set)."""
         return int(self.hist[0].sum()), int(self.hist[1].sum())
 
-    def first(self, n_clear: int, n_set: int):
+    def first(self, n_clear: int, n_set: int, track=None):
         """The first n_clear pages of the list with the mask clear and the first n_set
-        of the one with it set, in one pass (int32 page numbers below 2^31 pages)."""
+        of the one with it set, in one pass (int32 page numbers below 2^31 pages).
+        Given `track` (an integer array over all pages), also min(track[pages]) of
+        each list's pages from the same pass (the dtype's max if none)."""
         take = np.array([n_clear, n_set], dtype=np.int64)
-        return _kernel("list_emit")(*self.args, self.inserted, self.hist, take, self._like)
+        use = track is not None
+        tr = track if use else np.zeros(1, np.uint8)
+        mins = np.full(2, np.iinfo(tr.dtype).max, tr.dtype)
+        out = _kernel("list_emit")(*self.args, self.inserted, self.hist, take, self._like,
+                                   tr, use, mins)
+        return (out, mins) if track is not None else out
 
     def list(self, on: bool, half: bool = False):
         """(pages, the list's length): the list with the mask set (`on`) or clear;
@@ -687,15 +701,22 @@ def unique_in_order(pages: np.ndarray) -> np.ndarray:
     return pages[keep] if dup else pages
 
 
-def interval_index(bounds, pages) -> np.ndarray:
+def interval_index(bounds, pages, times=None):
     """`clip(searchsorted(bounds, pages, "right") - 1, 0, len(bounds) - 2)`: the
     interval of a sorted boundary list holding each page, in one forward walk when the
-    pages ascend in runs (a CLOCK hand's scan)."""
+    pages ascend in runs (a CLOCK hand's scan). Given `times` (one per interval),
+    returns (index, min(times[index]), inf if no pages) from the same pass."""
     pages = np.asarray(pages, dtype=np.int64)
     if pages.shape[0] <= SMALL:
-        i = np.searchsorted(bounds, pages, side="right") - 1
-        return np.clip(i, 0, bounds.shape[0] - 2)
-    return _kernel("interval_index")(bounds, pages)
+        i = np.clip(np.searchsorted(bounds, pages, side="right") - 1, 0,
+                    bounds.shape[0] - 2)
+        if times is None:
+            return i
+        return i, float(times[i].min()) if i.shape[0] else np.inf
+    use = times is not None
+    i, tmin = _kernel("interval_index")(bounds, pages,
+                                        times if use else np.zeros(1), use)
+    return (i, float(tmin)) if use else i
 
 
 def cooled_bins(cnt, pclk, clock: int, max_shift: int, nbins: int) -> np.ndarray:

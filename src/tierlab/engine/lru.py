@@ -131,7 +131,8 @@ class LRU:
         self._hand[key] = hand
         passes = self._passes[key]
         cpu0 = sim.bits.cpu_seconds
-        ref = sim.bits.test_since_table(pages, passes.index(pages), passes.times, sim.now)
+        which, tmin = passes.index_min(pages)
+        ref = sim.bits.test_since_table(pages, which, passes.times, sim.now, tmin=tmin)
         passes.set_swept(start, scanned, sim.now)
         sim.charge_cpu(scanned * sim.costs.reclaim_scan_s + sim.bits.cpu_seconds - cpu0,
                        kind="migration")

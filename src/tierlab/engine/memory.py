@@ -247,6 +247,10 @@ class PassTimes:
         """The interval holding each page: pages[i] was passed at times[index[i]]."""
         return kernels.interval_index(self.bounds, pages)
 
+    def index_min(self, pages):
+        """(`index`, the earliest of those pass times; inf if no pages), one pass."""
+        return kernels.interval_index(self.bounds, pages, self.times)
+
     def set(self, a: int, c: int, t: float) -> None:
         """Pages [a, c) were passed at time t."""
         a, c = max(int(a), 0), min(int(c), self.npages)

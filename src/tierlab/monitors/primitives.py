@@ -331,11 +331,12 @@ class AccessedBits:
         return self.source.accessed(a, a + span, since, now, self.rng)
 
     def test_since_table(self, idx, which, table, now: float,
-                         by_page: bool = False) -> np.ndarray:
+                         by_page: bool = False, tmin: float | None = None) -> np.ndarray:
         """`test_since(0, idx, table[which], now)` for pages whose clear times are few
         distinct values (a CLOCK hand's pass times, Nimble's check times); `by_page`:
         `which` is an array over all pages, read at idx. The same bits, cheaper on a
-        rate source (`RateSource.accessed_table`)."""
+        rate source (`RateSource.accessed_table`). `tmin`: min(table[which]) if the
+        caller found it in a pass of its own (saves the source one)."""
         lv = self._level(0)
         idx = np.asarray(idx)
         self.charge(2 * idx.shape[0])
@@ -343,7 +344,10 @@ class AccessedBits:
             return np.zeros(0, dtype=bool)
         tab = np.maximum(np.asarray(table, dtype=float), self._lookback(lv, now))
         if hasattr(self.source, "accessed_table"):
-            return self.source.accessed_table(idx, which, tab, now, self.rng, by_page)
+            if tmin is not None:  # min_i max(t_i, L) = max(min_i t_i, L)
+                tmin = max(float(tmin), float(self._lookback(lv, now)))
+            return self.source.accessed_table(idx, which, tab, now, self.rng, by_page,
+                                              tmin=tmin)
         a = _as_idx(idx)
         return self.source.accessed(a, a + 1, tab[which[a] if by_page else which], now,
                                     self.rng)

@@ -232,11 +232,14 @@ class Nimble(Policy):
         return LruLists(mem.node, node, mem.blocks[:, node], BLOCK, self.sim.lru.flags,
                         ACTIVE, self.inserted, len(self.times))
 
-    def _referenced(self, pages, now) -> np.ndarray:
+    def _referenced(self, pages, now, first=None) -> np.ndarray:
         """page_referenced: were the accessed bits set since they were last cleared?
-        (The caller clears them: the checked time becomes now.)"""
+        (The caller clears them: the checked time becomes now.) `first`: the least
+        checked index of the pages, if the caller has it (`times` ascend, so its time
+        is the earliest)."""
+        tmin = None if first is None or len(pages) == 0 else self.times[int(first)]
         return self.sim.bits.test_since_table(pages, self.checked, self.times, now,
-                                              by_page=True)
+                                              by_page=True, tmin=tmin)
 
     def _age(self, node: int, now: float):
         """shrink_lists_node_memcg: half the inactive list, then half the active list.
@@ -254,8 +257,9 @@ class Nimble(Policy):
         lists = self._lists(node)
         n_in, n_act = lists.lengths()
         clean = lists.hist[1, t] == 0  # no active page was inserted now
-        scan, act = lists.first(n_in // 2, n_act if clean else 0)
-        ref = self._referenced(scan, now)
+        (scan, act), first = lists.first(n_in // 2, n_act if clean else 0,
+                                         track=self.checked)
+        ref = self._referenced(scan, now, first[0])
         upm = nimble_inactive(scan, ref, lru.flags, self.inserted, self.checked, t, ACTIVE,
                               REFERENCED)
         up = scan[upm]
