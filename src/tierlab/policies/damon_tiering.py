@@ -366,16 +366,19 @@ class DamonTiering(Policy):
 
     def _count_on(self, starts, ends, node) -> np.ndarray:
         """Pages of each region [starts[i], ends[i]) on `node` (cached for the pass and
-        kept exact across this pass's own migrations by `_moved`)."""
-        nodes = self.sim.mem.node
+        kept exact across this pass's own migrations by `_moved`); the regions not
+        cached yet are counted in one call from the per-block counts
+        (`Memory.range_counts`), not a pass over each region's pages."""
         cache = self._counts
-        out = np.empty(len(starts), dtype=np.int64)
-        for j, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
-            c = cache.get((node, a, b))
-            if c is None:
-                c = cache[(node, a, b)] = int(np.count_nonzero(nodes[a:b] == node))
-            out[j] = c
-        return out
+        keys = [(node, a, b) for a, b in zip(starts.tolist(), ends.tolist())]
+        got = [cache.get(k) for k in keys]
+        miss = [j for j, c in enumerate(got) if c is None]
+        if miss:
+            m = np.array(miss, dtype=np.int64)
+            cnt = self.sim.mem.range_counts(starts[m], ends[m])[:, node]
+            for j, c in zip(miss, cnt.tolist()):
+                got[j] = cache[keys[j]] = c
+        return np.array(got, dtype=np.int64)
 
     def _moved(self, mon: Damon, pages: np.ndarray, src: int, dst: int) -> None:
         """Update the pass's cached counts after `pages` moved from src to dst."""
