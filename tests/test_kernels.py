@@ -83,6 +83,17 @@ def test_pages_on_is_the_numpy_scan(npages, node, start, limit, use_flags, seed)
     np.testing.assert_array_equal(got[0], want[0])
     assert got[0].dtype == np.int64
     assert got[1:] == want[1:]
+    # with a hand's pass times: each page's interval and the least time, same pass
+    from tierlab.engine.memory import PassTimes
+    passes = PassTimes(npages)
+    for a in rng.integers(0, max(npages, 1), 6):
+        passes.set(int(a), int(a) + int(rng.integers(1, 5000)), float(rng.random()))
+    got = bits.pages_on(node, start, limit, flags, 1, 1, passes=passes)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1:3] == want[1:]
+    which, tmin = got[3]
+    np.testing.assert_array_equal(which, passes.index(want[0]))
+    assert tmin == (passes.times[which].min() if len(which) else np.inf)
     if flags is not None:  # the flag as a bitmap (PageBits), set and clear
         sel = PageBits((flags & 1) != 0).words
         for on in (True, False):
@@ -273,10 +284,6 @@ def test_interval_index_is_searchsorted(nbounds, npages, runs, seed):
         pages = np.concatenate([np.sort(p) for p in parts])
     want = np.clip(np.searchsorted(bounds, pages, side="right") - 1, 0, len(bounds) - 2)
     np.testing.assert_array_equal(interval_index(bounds, pages), want)
-    times = rng.random(len(bounds) - 1)
-    got, tmin = interval_index(bounds, pages, times)
-    np.testing.assert_array_equal(got, want)
-    assert tmin == (times[want].min() if npages else np.inf)
 
 
 @settings(max_examples=80, deadline=None)
@@ -373,8 +380,9 @@ def test_move_pages_is_the_numpy_bookkeeping(npages, seed, with_bits):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 2000), st.integers(0, 2**32 - 1), st.booleans(), st.booleans())
-def test_set_active_is_the_numpy_flag_update(npages, seed, on, with_row):
+@given(st.integers(1, 2000), st.integers(0, 2**32 - 1), st.booleans(), st.booleans(),
+       st.sampled_from([None, True, False]))
+def test_set_active_is_the_numpy_flag_update(npages, seed, on, with_row, sel_val):
     from tierlab.engine.lru import ACTIVE, PROMOTE, REFERENCED
     from tierlab.kernels import PageBits, set_active
     rng = np.random.default_rng(seed)
@@ -384,9 +392,11 @@ def test_set_active_is_the_numpy_flag_update(npages, seed, on, with_row):
     flags = rng.integers(0, 8, npages).astype(np.uint8)
     nr = rng.integers(0, 1000, k).astype(np.int64)
     pages = rng.integers(0, npages, rng.integers(0, 2 * npages)).astype(np.int64)  # repeats
-    # the numpy form LRU._set_active had
-    f = flags[pages]
-    change = pages[((f & ACTIVE) != 0) != on]
+    sel = None if sel_val is None else rng.random(len(pages)) < 0.5
+    todo = pages if sel is None else pages[sel == sel_val]
+    # the numpy form LRU._set_active had, on the pages selected
+    f = flags[todo]
+    change = todo[((f & ACTIVE) != 0) != on]
     nodes = node_map[change]
     change, nodes = change[nodes != 255], nodes[nodes != 255]
     want_nr = nr + (1 if on else -1) * np.bincount(nodes, minlength=256)[:k]
@@ -398,8 +408,9 @@ def test_set_active_is_the_numpy_flag_update(npages, seed, on, with_row):
     want[change] &= ~np.uint8(REFERENCED)
     row = PageBits((flags & ACTIVE) != 0) if with_row else None
     keep = ~np.uint8(REFERENCED) if on else ~np.uint8(ACTIVE | PROMOTE | REFERENCED)
-    set_active(flags, node_map, pages, on, ACTIVE, ACTIVE if on else 0, keep, nr,
-               row.words if row else None)
+    n = set_active(flags, node_map, pages, on, ACTIVE, ACTIVE if on else 0, keep, nr,
+                   row.words if row else None, sel, bool(sel_val))
+    assert n == len(todo)
     np.testing.assert_array_equal(flags, want)
     np.testing.assert_array_equal(nr, want_nr)
     if row:
@@ -440,3 +451,22 @@ def test_relocate_sums_is_the_numpy_bincounts(npages, seed, stamp):
     np.testing.assert_array_equal(counts[1], np.bincount(dsts, minlength=256))
     assert (npro, pp) == (int(up.sum()), want_pp)
     np.testing.assert_array_equal(epoch, want_epoch)
+
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 2000), st.integers(0, 2**32 - 1))
+def test_move_counts_is_the_numpy_bincounts(npages, seed):
+    from tierlab.kernels import move_counts
+    rng = np.random.default_rng(seed)
+    k = 4
+    flags = rng.integers(0, 8, npages).astype(np.uint8)
+    pages = rng.permutation(npages)[: rng.integers(0, npages + 1)].astype(np.int64)
+    cur = rng.integers(0, k, len(pages)).astype(np.uint8)
+    dsts = rng.integers(0, k, len(pages)).astype(np.uint8)
+    nr = rng.integers(0, 10_000, k).astype(np.int64)
+    act = (flags[pages] & 1) != 0
+    want = nr - np.bincount(cur[act], minlength=256)[:k] \
+        + np.bincount(dsts[act], minlength=256)[:k]
+    move_counts(flags, 1, pages, cur, dsts, nr)
+    np.testing.assert_array_equal(nr, want)

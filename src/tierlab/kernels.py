@@ -369,13 +369,19 @@ def _move_pages_py(node_map, bits, use_bits, blocks, used, pages, cur, dsts, blo
 
 
 def _set_active_py(flags, node_map, pages, on, active, setbits, keep, nr_active, row,
-                   use_row):
-    # LRU._set_active: the pages whose ACTIVE differs from `on` (read before any
-    # change, as numpy's gather does) and that are allocated change flags, count and bit
+                   use_row, sel, use_sel, sel_val):
+    # LRU._set_active: the pages (with use_sel: those with sel[i] == sel_val) whose
+    # ACTIVE differs from `on` (read before any change, as numpy's gather does) and
+    # that are allocated change flags, count and bit; returns how many were selected
     n = pages.shape[0]
     mark = np.empty(n, np.bool_)
+    taken = 0
     for i in range(n):
         p = pages[i]
+        if use_sel and sel[i] != sel_val:
+            mark[i] = False
+            continue
+        taken += 1
         mark[i] = ((flags[p] & active) != 0) != on and node_map[p] != 255
     sign = 1 if on else -1
     one = np.uint64(1)
@@ -389,6 +395,15 @@ def _set_active_py(flags, node_map, pages, on, active, setbits, keep, nr_active,
                     row[p >> 6] |= one << np.uint64(p & 63)
                 else:
                     row[p >> 6] &= ~(one << np.uint64(p & 63))
+    return taken
+
+
+def _move_counts_py(flags, mask, pages, cur, dsts, nr):
+    # LRU.on_moves: the moved pages with flags & mask leave cur's count for dsts'
+    for i in range(pages.shape[0]):
+        if flags[pages[i]] & mask:
+            nr[cur[i]] -= 1
+            nr[dsts[i]] += 1
 
 
 def _relocate_sums_py(pages, cur, dsts, starts, ends, read, write, rank, epoch, stamp,
@@ -444,8 +459,16 @@ def _bits_set_py(row, pages, value):
 
 
 def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, sel,
-                      sel_on, use_sel, debruijn):
+                      sel_on, use_sel, debruijn, bounds, times, use_bounds):
+    # with use_bounds also each page's interval of `bounds` (`_interval_index_py`'s
+    # walk and clip) and the least of their `times`
     out = np.empty(min(limit, npages), np.int64)
+    which = np.empty(out.shape[0] if use_bounds else 0, np.int64)
+    m = bounds.shape[0]
+    last = m - 2
+    j = 0
+    prev = -1
+    tmin = np.inf
     chunk = max(4 * limit, 4096)
     n = 0
     pos = start % max(npages, 1)
@@ -473,6 +496,24 @@ def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, 
                         stop = True
                         break
                     out[n] = a
+                    if use_bounds:
+                        if a < prev or n == 0:
+                            lo, hi = 0, m
+                            while lo < hi:  # first bound > a
+                                mid = (lo + hi) >> 1
+                                if bounds[mid] <= a:
+                                    lo = mid + 1
+                                else:
+                                    hi = mid
+                            j = lo - 1
+                        else:
+                            while j + 1 < m and bounds[j + 1] <= a:
+                                j += 1
+                        prev = a
+                        q = min(max(j, 0), last)
+                        which[n] = q
+                        if times[q] < tmin:
+                            tmin = times[q]
                     n += 1
                 word ^= low
             if stop:
@@ -481,20 +522,19 @@ def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, 
         scanned += end - pos
         pos = end % npages
         chunk = min(2 * chunk, 1 << 22)
-    return out[:n], pos, scanned
+    return out[:n], pos, scanned, which[:n], tmin
 
 
-def _interval_index_py(bounds, pages, times, use_times):
+def _interval_index_py(bounds, pages):
     # searchsorted(bounds, pages, "right") - 1, clipped to [0, len(bounds) - 2], walking
     # forward through ascending runs of pages (a hand's scan: one run, or two if it
-    # wrapped) and bisecting where a run starts; with use_times also min(times[out])
+    # wrapped) and bisecting where a run starts
     n = pages.shape[0]
     m = bounds.shape[0]
     out = np.empty(n, np.int64)
     last = m - 2
     j = 0
     prev = -1
-    tmin = np.inf
     for i in range(n):
         p = pages[i]
         if p < prev or i == 0:
@@ -510,11 +550,8 @@ def _interval_index_py(bounds, pages, times, use_times):
             while j + 1 < m and bounds[j + 1] <= p:
                 j += 1
         prev = p
-        q = min(max(j, 0), last)
-        out[i] = q
-        if use_times and times[q] < tmin:
-            tmin = times[q]
-    return out, tmin
+        out[i] = min(max(j, 0), last)
+    return out
 
 
 def _cooled_bins_py(cnt, pclk, clock, max_shift, nbins):
@@ -573,6 +610,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "bits_move": _bits_move_py, "bits_set": _bits_set_py,
        "move_pages": _move_pages_py, "set_active": _set_active_py,
        "relocate_sums": _relocate_sums_py,
+       "move_counts": _move_counts_py,
        "pages_on_bits": _pages_on_bits_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
@@ -701,22 +739,16 @@ def unique_in_order(pages: np.ndarray) -> np.ndarray:
     return pages[keep] if dup else pages
 
 
-def interval_index(bounds, pages, times=None):
+def interval_index(bounds, pages) -> np.ndarray:
     """`clip(searchsorted(bounds, pages, "right") - 1, 0, len(bounds) - 2)`: the
     interval of a sorted boundary list holding each page, in one forward walk when the
-    pages ascend in runs (a CLOCK hand's scan). Given `times` (one per interval),
-    returns (index, min(times[index]), inf if no pages) from the same pass."""
+    pages ascend in runs (a CLOCK hand's scan; `NodeBits.pages_on` makes the same walk
+    as it finds them)."""
     pages = np.asarray(pages, dtype=np.int64)
     if pages.shape[0] <= SMALL:
-        i = np.clip(np.searchsorted(bounds, pages, side="right") - 1, 0,
-                    bounds.shape[0] - 2)
-        if times is None:
-            return i
-        return i, float(times[i].min()) if i.shape[0] else np.inf
-    use = times is not None
-    i, tmin = _kernel("interval_index")(bounds, pages,
-                                        times if use else np.zeros(1), use)
-    return (i, float(tmin)) if use else i
+        i = np.searchsorted(bounds, pages, side="right") - 1
+        return np.clip(i, 0, bounds.shape[0] - 2)
+    return _kernel("interval_index")(bounds, pages)
 
 
 def cooled_bins(cnt, pclk, clock: int, max_shift: int, nbins: int) -> np.ndarray:
@@ -754,15 +786,25 @@ def move_pages(node_map, bits, blocks, used, pages, cur, dsts, block: int) -> No
 
 
 def set_active(flags, node_map, pages, on: bool, active: int, setbits: int, keep: int,
-               nr_active, row) -> None:
+               nr_active, row, sel=None, sel_val: bool = True) -> int:
     """`LRU._set_active` in two passes without temporaries: the allocated pages whose
     flag & active differs from `on` (as read before the call) get (flag | setbits) &
     keep, their node's nr_active +-1 (a page listed twice counts twice, as numpy's
-    bincount did) and their bit in `row` (or None)."""
-    use = row is not None
-    _kernel("set_active")(flags, node_map, pages, bool(on), np.uint8(active),
-                          np.uint8(setbits), np.uint8(keep), nr_active,
-                          row if use else np.zeros(1, np.uint64), use)
+    bincount did) and their bit in `row` (or None). Given `sel`, only pages[sel ==
+    sel_val] are considered (a hand's referenced or idle pages, without indexing them
+    out first). Returns how many pages were considered."""
+    use, use_sel = row is not None, sel is not None
+    return int(_kernel("set_active")(flags, node_map, pages, bool(on), np.uint8(active),
+                                     np.uint8(setbits), np.uint8(keep), nr_active,
+                                     row if use else np.zeros(1, np.uint64), use,
+                                     sel if use_sel else np.zeros(1, np.bool_), use_sel,
+                                     bool(sel_val)))
+
+
+def move_counts(flags, mask: int, pages, cur, dsts, nr) -> None:
+    """nr[cur[i]] -= 1, nr[dsts[i]] += 1 for the moved pages with flags & mask (the
+    LRU's active counts follow a migration)."""
+    _kernel("move_counts")(flags, np.uint8(mask), pages, cur, dsts, nr)
 
 
 def relocate_sums(pages, cur, dsts, field, rank, epoch, stamp: int):
@@ -831,17 +873,25 @@ class NodeBits:
         _kernel("bits_move")(self.bits, pages, cur, dsts)
 
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
-                 value: int = 0, sel=None, sel_on: bool = True):
+                 value: int = 0, sel=None, sel_on: bool = True, passes=None):
         """`Memory.pages_on`: up to `limit` pages on `node` (with flags & mask ==
         value, given flags; with their bit in the bitmap `sel` set, or clear if not
         `sel_on`, given sel) from address `start`, wrapping, by windows that start near
-        the need and double; returns (pages, next hand position, addresses scanned)."""
+        the need and double; returns (pages, next hand position, addresses scanned).
+        Given `passes` (a `PassTimes`), also (`passes.index(pages)`, the least of those
+        pass times) from the same pass: a hand's pass-time intervals without a second walk over its pages."""
         use, use_sel = flags is not None, sel is not None
         f = flags if use else np.zeros(1, np.uint8)
         b = sel if use_sel else np.zeros(1, np.uint64)
-        return _kernel("pages_on_bits")(self.bits[node], self.npages, int(start), int(limit),
-                                        f, np.uint8(mask), np.uint8(value), use, b,
-                                        bool(sel_on), use_sel, _DEBRUIJN)
+        use_b = passes is not None
+        bounds = passes.bounds if use_b else np.zeros(2, np.int64)
+        times = passes.times if use_b else np.zeros(1)
+        pages, pos, scanned, which, tmin = _kernel("pages_on_bits")(
+            self.bits[node], self.npages, int(start), int(limit), f, np.uint8(mask),
+            np.uint8(value), use, b, bool(sel_on), use_sel, _DEBRUIJN, bounds, times, use_b)
+        if use_b:
+            return pages, pos, scanned, (which, float(tmin))
+        return pages, pos, scanned
 
 
 class PageBits:

@@ -53,14 +53,17 @@ class LRU:
     def is_active(self, pages) -> np.ndarray:
         return (self.flags[np.asarray(pages, dtype=np.int64)] & ACTIVE) != 0
 
-    def _set_active(self, pages, on: bool) -> None:
+    def _set_active(self, pages, on: bool, sel=None, sel_val: bool = True) -> int:
         """ACTIVE on or off (REFERENCED cleared; PROMOTE too when deactivated) for the
-        allocated pages that differ, with the active counts and bitmap: one compiled
-        pass (`kernels.set_active`)."""
+        allocated pages that differ (given `sel`: of pages[sel == sel_val]), with the
+        active counts and bitmap: one compiled pass (`kernels.set_active`). Returns
+        the number of pages considered."""
         keep = ~np.uint8(REFERENCED) if on else ~np.uint8(ACTIVE | PROMOTE | REFERENCED)
-        kernels.set_active(self.flags, self.sim.mem.node, np.asarray(pages, dtype=np.int64),
-                           on, ACTIVE, ACTIVE if on else 0, keep, self.nr_active,
-                           None if self._active is None else self._active.words)
+        return kernels.set_active(self.flags, self.sim.mem.node,
+                                  np.asarray(pages, dtype=np.int64), on, ACTIVE,
+                                  ACTIVE if on else 0, keep, self.nr_active,
+                                  None if self._active is None else self._active.words,
+                                  sel, sel_val)
 
     def active_bits(self) -> np.ndarray:
         """ACTIVE of every page as a bitmap (uint64 words), which the hands read to skip
@@ -102,11 +105,9 @@ class LRU:
 
     def on_moves(self, pages, src, dsts) -> None:
         """Migration keeps a page's LRU state; move its active count with it."""
-        act = (self.flags[pages] & ACTIVE) != 0
-        if act.any():
-            k = len(self.nr_active)
-            self.nr_active -= np.bincount(src[act], minlength=256)[:k]
-            self.nr_active += np.bincount(dsts[act], minlength=256)[:k]
+        kernels.move_counts(self.flags, ACTIVE, np.asarray(pages, dtype=np.int64),
+                            np.asarray(src, dtype=np.uint8), np.asarray(dsts, dtype=np.uint8),
+                            self.nr_active)
 
     def on_free(self, start: int, end: int, nodes: np.ndarray) -> None:
         act = (self.flags[start:end] & ACTIVE) != 0
@@ -126,12 +127,11 @@ class LRU:
         sim = self.sim
         key = (node, int(active))
         start = self._hand.get(key, 0)
-        pages, hand, scanned = sim.mem.pages_on(node, start, n, sel=self.active_bits(),
-                                                sel_on=active)
-        self._hand[key] = hand
         passes = self._passes[key]
+        pages, hand, scanned, (which, tmin) = sim.mem.pages_on(
+            node, start, n, sel=self.active_bits(), sel_on=active, passes=passes)
+        self._hand[key] = hand
         cpu0 = sim.bits.cpu_seconds
-        which, tmin = passes.index_min(pages)
         ref = sim.bits.test_since_table(pages, which, passes.times, sim.now, tmin=tmin)
         passes.set_swept(start, scanned, sim.now)
         sim.charge_cpu(scanned * sim.costs.reclaim_scan_s + sim.bits.cpu_seconds - cpu0,
@@ -170,9 +170,9 @@ class LRU:
                 deficit = self.inactive_deficit(node)
                 want = max(asize, deficit) if grow else max(n - got, deficit, 32)
                 pages, ref = self.scan(node, True, want)
-                self.deactivate(pages[~ref])
+                idle = self._set_active(pages, False, sel=ref, sel_val=False)
                 looked += len(pages)
-                if grow and (~ref).sum() < asize // 2:
+                if grow and idle < asize // 2:
                     asize *= 2
                 if self.nr_inactive(node) == 0:
                     if len(pages) == 0:
@@ -182,7 +182,7 @@ class LRU:
             looked += len(pages)
             if len(pages) == 0:
                 continue
-            self.activate(pages[ref])
+            self._set_active(pages, True, sel=ref)
             cold = pages[~ref][: n - got]
             victims.append(cold)
             got += len(cold)

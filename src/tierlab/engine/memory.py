@@ -115,17 +115,20 @@ class Memory:
                            BLOCK)
 
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
-                 value: int = 0, sel=None, sel_on: bool = True):
+                 value: int = 0, sel=None, sel_on: bool = True, passes=None):
         """Up to `limit` pages on `node` (and, given `flags`, with flags & mask ==
         value; given the bitmap `sel`, with their bit set, or clear if not `sel_on`),
         scanning addresses from `start` and wrapping (a CLOCK hand over the node's
         pages). Returns (pages, next hand position, addresses scanned). The scan
         goes by windows that start near the need and double (a window holding a hit past
         the limit ends after the last page taken), reading the node's bitmap
-        (`kernels.NodeBits`: 64 addresses per word, only the node's pages looked at)."""
+        (`kernels.NodeBits`: 64 addresses per word, only the node's pages looked at).
+        Given `passes` (a hand's `PassTimes`), a fourth item: (`passes.index(pages)`, the
+        least of those pass times), found in the same pass."""
         if self._bits is None:
             self._bits = kernels.NodeBits(self.node, self.machine.nnodes)
-        return self._bits.pages_on(node, start, limit, flags, mask, value, sel, sel_on)
+        return self._bits.pages_on(node, start, limit, flags, mask, value, sel, sel_on,
+                                   passes)
 
     # -- counts over address ranges, from the blocks ------------------------------------
     def _cumulative(self) -> np.ndarray:
@@ -246,10 +249,6 @@ class PassTimes:
     def index(self, pages) -> np.ndarray:
         """The interval holding each page: pages[i] was passed at times[index[i]]."""
         return kernels.interval_index(self.bounds, pages)
-
-    def index_min(self, pages):
-        """(`index`, the earliest of those pass times; inf if no pages), one pass."""
-        return kernels.interval_index(self.bounds, pages, self.times)
 
     def set(self, a: int, c: int, t: float) -> None:
         """Pages [a, c) were passed at time t."""
