@@ -341,15 +341,6 @@ def _bits_range_py(bits, row, start, end, value):
         p = (w + 1) << 6
 
 
-def _bits_move_py(bits, pages, cur, dsts):
-    one = np.uint64(1)
-    for i in range(pages.shape[0]):
-        p = pages[i]
-        b = one << np.uint64(p & 63)
-        bits[cur[i], p >> 6] &= ~b
-        bits[dsts[i], p >> 6] |= b
-
-
 def _move_pages_py(node_map, bits, use_bits, blocks, used, pages, cur, dsts, block):
     # Memory.move: page map, node bitmaps, pages per node and per block, one pass
     one = np.uint64(1)
@@ -607,7 +598,7 @@ def _memtis_cool_py(c, hs, d, hp, cnt, pclk, may_hot, ebins, track, hot_thr, bp_
 
 
 _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
-       "bits_move": _bits_move_py, "bits_set": _bits_set_py,
+       "bits_set": _bits_set_py,
        "move_pages": _move_pages_py, "set_active": _set_active_py,
        "relocate_sums": _relocate_sums_py,
        "move_counts": _move_counts_py,
@@ -855,7 +846,7 @@ for _i in range(64):
 class NodeBits:
     """One bit per page and node: page p is on node r iff bit p of row r is set (the
     page map as `k` bitmaps, k/8 bytes per page), kept through every placement, free
-    and move, so a CLOCK hand over one node's pages reads 64 addresses per word and
+    and move (`move_pages`), so a CLOCK hand over one node's pages reads 64 addresses per word and
     stops only at that node's pages (`pages_on`)."""
 
     def __init__(self, node_map, k: int):
@@ -868,9 +859,6 @@ class NodeBits:
     def clear(self, start: int, end: int) -> None:
         """Pages [start, end) on no node."""
         _kernel("bits_range")(self.bits, -1, int(start), int(end), False)
-
-    def move(self, pages, cur, dsts) -> None:
-        _kernel("bits_move")(self.bits, pages, cur, dsts)
 
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
                  value: int = 0, sel=None, sel_on: bool = True, passes=None):

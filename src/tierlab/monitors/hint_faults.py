@@ -61,6 +61,7 @@ import math
 import numpy as np
 
 from ..field import uniq
+from ..heap import trim
 from ..kernels import argsort_stable, merge_sorted
 from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
@@ -177,6 +178,9 @@ class ScheduledHintFaults(HintFaults):
                 and len(bs[-2]) + len(bs[-1]) <= MERGE_CAP:
             b2, b1 = bs.pop(), bs.pop()
             bs.append(_Batch(*merge_sorted(*b1.live(), *b2.live())))
+            if len(bs[-1]) >= MERGE_CAP // 2:
+                del b1, b2
+                trim()  # the merged batches' heap holes (see `_refill`)
 
     def _schedule(self, pages, arm, budget, w0, field) -> None:
         """Schedule pages with remaining Exp(1) budget from work w0 under `field`.
@@ -222,6 +226,10 @@ class ScheduledHintFaults(HintFaults):
                 self._push(_sorted_batch(np.concatenate(wfs), np.concatenate(pages),
                                          np.concatenate(arms)))
                 wfs, pages, arms, n = [], [], [], 0
+                # the far pieces freed so far are heap holes (an arm's piece is about
+                # 1 MiB): give them back before the next batch, or the refill holds
+                # every armed page twice (autonuma-tiering at 10x bench_memsim)
+                trim()
         self._far = keep
         self._horizon = h
 
