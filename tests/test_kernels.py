@@ -270,23 +270,6 @@ def test_uniq_of_sorted_runs_is_np_unique(pages, runs):
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(1, 60), st.integers(0, 3000), st.integers(0, 2), st.integers(0, 2**32 - 1))
-def test_interval_index_is_searchsorted(nbounds, npages, runs, seed):
-    """The walk over ascending runs (a hand's scan: 1 or 2 runs) and over pages in any
-    order (runs = 0) gives searchsorted's interval, clipped like PassTimes.index."""
-    from tierlab.kernels import interval_index
-    rng = np.random.default_rng(seed)
-    top = 10_000
-    bounds = np.unique(np.concatenate(([0, top], rng.integers(0, top, nbounds))))
-    pages = rng.integers(-5, top + 5, npages)
-    if runs:
-        parts = np.array_split(pages, runs)
-        pages = np.concatenate([np.sort(p) for p in parts])
-    want = np.clip(np.searchsorted(bounds, pages, side="right") - 1, 0, len(bounds) - 2)
-    np.testing.assert_array_equal(interval_index(bounds, pages), want)
-
-
-@settings(max_examples=80, deadline=None)
 @given(st.integers(0, 3000), st.integers(0, 200), st.sampled_from([np.uint32, np.int64]),
        st.integers(0, 2**32 - 1))
 def test_cooled_bins_is_the_numpy_histogram(npages, clock, dtype, seed):

@@ -59,15 +59,33 @@ _kernels = {}
 
 def _kernel(name):
     """The compiled kernel; without numba its numpy form (`_NUMPY`) or, for kernels
-    only the simulator runs, its Python source (correct, slow)."""
+    only the simulator runs, its Python source (correct, slow). The helpers kernels
+    call (`_upper`) are compiled first, so a kernel's source finds them compiled."""
     k = _kernels.get(name)
     if k is None:
+        global _upper
         jit = _numba()
+        if jit and _upper is _upper_py:
+            _upper = jit(_upper_py)
         k = _kernels[name] = jit(_PY[name]) if jit else _NUMPY.get(name, _PY[name])
     return k
 
 
 # -- the Python sources numba compiles (valid Python, run as such by nothing else) ----
+def _upper_py(a, x, lo, hi):
+    # the first index in [lo, hi) with a[i] > x (hi if none): searchsorted "right"
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] <= x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+_upper = _upper_py  # compiled by `_kernel` before any kernel that calls it
+
+
 def _argsort_stable_py(keys):
     n = keys.shape[0]
     # float64 -> uint64 of the same order (numpy's: -0.0 == 0.0, every NaN last)
@@ -171,13 +189,7 @@ def _sub_expected_py(lam, pages, which, by_page, w_tab, starts, rate, ends, w_a,
                      whi, init):
     for i in range(pages.shape[0]):
         p = pages[i]
-        lo, hi = 0, starts.shape[0]  # searchsorted(starts, p, side="right")
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if starts[mid] <= p:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = _upper(starts, p, 0, starts.shape[0])  # searchsorted(starts, p, "right")
         r = rate[lo] * (1.0 if p < ends[lo] else 0.0)
         w0 = w_tab[which[p] if by_page else which[i]]
         wlo = max(w0, w_a) if use_max else w0
@@ -409,14 +421,7 @@ def _relocate_sums_py(pages, cur, dsts, starts, ends, read, write, rank, epoch, 
     pingpong = 0
     for i in range(pages.shape[0]):
         p = pages[i]
-        lo, hi = 0, m
-        while lo < hi:  # the segment holding p: the last start <= p
-            mid = (lo + hi) >> 1
-            if starts[mid] <= p:
-                lo = mid + 1
-            else:
-                hi = mid
-        j = lo - 1
+        j = _upper(starts, p, 0, m) - 1  # the segment holding p: the last start <= p
         r = 0.0
         w = 0.0
         if j >= 0 and p < ends[j]:
@@ -451,8 +456,9 @@ def _bits_set_py(row, pages, value):
 
 def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, sel,
                       sel_on, use_sel, debruijn, bounds, times, use_bounds):
-    # with use_bounds also each page's interval of `bounds` (`_interval_index_py`'s
-    # walk and clip) and the least of their `times`
+    # with use_bounds also each page's interval of `bounds` (`PassTimes.index`:
+    # searchsorted(bounds, a, "right") - 1, clipped, by a forward walk over the ascending
+    # pages, bisecting where the hand wraps) and the least of their `times`
     out = np.empty(min(limit, npages), np.int64)
     which = np.empty(out.shape[0] if use_bounds else 0, np.int64)
     m = bounds.shape[0]
@@ -489,14 +495,7 @@ def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, 
                     out[n] = a
                     if use_bounds:
                         if a < prev or n == 0:
-                            lo, hi = 0, m
-                            while lo < hi:  # first bound > a
-                                mid = (lo + hi) >> 1
-                                if bounds[mid] <= a:
-                                    lo = mid + 1
-                                else:
-                                    hi = mid
-                            j = lo - 1
+                            j = _upper(bounds, a, 0, m) - 1
                         else:
                             while j + 1 < m and bounds[j + 1] <= a:
                                 j += 1
@@ -514,35 +513,6 @@ def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, 
         pos = end % npages
         chunk = min(2 * chunk, 1 << 22)
     return out[:n], pos, scanned, which[:n], tmin
-
-
-def _interval_index_py(bounds, pages):
-    # searchsorted(bounds, pages, "right") - 1, clipped to [0, len(bounds) - 2], walking
-    # forward through ascending runs of pages (a hand's scan: one run, or two if it
-    # wrapped) and bisecting where a run starts
-    n = pages.shape[0]
-    m = bounds.shape[0]
-    out = np.empty(n, np.int64)
-    last = m - 2
-    j = 0
-    prev = -1
-    for i in range(n):
-        p = pages[i]
-        if p < prev or i == 0:
-            lo, hi = 0, m
-            while lo < hi:  # first bound > p
-                mid = (lo + hi) >> 1
-                if bounds[mid] <= p:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            j = lo - 1
-        else:
-            while j + 1 < m and bounds[j + 1] <= p:
-                j += 1
-        prev = p
-        out[i] = min(max(j, 0), last)
-    return out
 
 
 def _cooled_bins_py(cnt, pclk, clock, max_shift, nbins):
@@ -608,7 +578,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "below_neg": _below_neg_py,
-       "first_seen": _first_seen_py, "interval_index": _interval_index_py,
+       "first_seen": _first_seen_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py}
 
 #: below this size numpy's own sort is as fast and needs no compiled code
@@ -728,18 +698,6 @@ def unique_in_order(pages: np.ndarray) -> np.ndarray:
         _seen = np.zeros(max(need, 2 * _seen.shape[0]), np.uint64)
     keep, dup = _kernel("first_seen")(pages, _seen)
     return pages[keep] if dup else pages
-
-
-def interval_index(bounds, pages) -> np.ndarray:
-    """`clip(searchsorted(bounds, pages, "right") - 1, 0, len(bounds) - 2)`: the
-    interval of a sorted boundary list holding each page, in one forward walk when the
-    pages ascend in runs (a CLOCK hand's scan; `NodeBits.pages_on` makes the same walk
-    as it finds them)."""
-    pages = np.asarray(pages, dtype=np.int64)
-    if pages.shape[0] <= SMALL:
-        i = np.searchsorted(bounds, pages, side="right") - 1
-        return np.clip(i, 0, bounds.shape[0] - 2)
-    return _kernel("interval_index")(bounds, pages)
 
 
 def cooled_bins(cnt, pclk, clock: int, max_shift: int, nbins: int) -> np.ndarray:

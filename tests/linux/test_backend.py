@@ -288,3 +288,27 @@ def test_moves_keep_the_callers_priority_order_when_room_is_short():
     want = hot[::-1][:room]  # the last hot pages first
     assert sim.migrate(hot[::-1], 0) == room
     assert np.all(sim.mem.node[want] == 0)
+
+
+def test_linux_memory_counts_ranges_as_the_simulator_does():
+    """Policies call `sim.mem.range_counts` on either backend (damon-tiering's region
+    counts): the live page map's counts are the simulator's for the same placement."""
+    from tierlab.engine.memory import Memory
+    from tierlab.linux.backend import LinuxMemory
+    rng = np.random.default_rng(4)
+    n = 5000
+    machine = api.make_machine("optane-4tier")
+    sim_mem = Memory(machine, n)
+    live = LinuxMemory([n] * machine.nnodes, n)
+    pos = 0
+    while pos < n:
+        end = min(n, pos + int(rng.integers(1, 700)))
+        node = int(rng.integers(0, machine.nnodes + 1))
+        if node < machine.nnodes:
+            sim_mem.place_range(pos, end, node)
+            live.node[pos:end] = node
+        pos = end
+    starts = rng.integers(0, n, 50)
+    ends = np.minimum(starts + rng.integers(1, 3000, 50), n)
+    np.testing.assert_array_equal(live.range_counts(starts, ends),
+                                  sim_mem.range_counts(starts, ends))

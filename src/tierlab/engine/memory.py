@@ -248,7 +248,8 @@ class PassTimes:
 
     def index(self, pages) -> np.ndarray:
         """The interval holding each page: pages[i] was passed at times[index[i]]."""
-        return kernels.interval_index(self.bounds, pages)
+        i = np.searchsorted(self.bounds, np.asarray(pages, dtype=np.int64), side="right")
+        return np.clip(i - 1, 0, self.bounds.shape[0] - 2)
 
     def set(self, a: int, c: int, t: float) -> None:
         """Pages [a, c) were passed at time t."""

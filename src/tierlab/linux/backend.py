@@ -20,6 +20,7 @@ import numpy as np
 from ..engine.engine import PolicyBackend, _unique_in_order
 from ..engine.memory import UNALLOC, watermark_pages
 from ..errors import TierlabError
+from ..field import range_node_counts
 from ..units import PAGE
 
 
@@ -182,6 +183,13 @@ class LinuxMemory:
 
     def resident_per_node(self) -> np.ndarray:
         return np.bincount(self.node, minlength=256)[: len(self.capacity)]
+
+    def range_counts(self, starts, ends) -> np.ndarray:
+        """`Memory.range_counts`: pages of each node (n x nnodes) in each [starts[i],
+        ends[i]), read from the page map (no per-block counts here)."""
+        return range_node_counts(self.node, np.asarray(starts, dtype=np.int64),
+                                 np.asarray(ends, dtype=np.int64),
+                                 len(self.capacity))[:, :-1]
 
 
 @dataclass
