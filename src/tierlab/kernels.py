@@ -673,7 +673,7 @@ class LruLists:
         mins = np.full(2, np.iinfo(tr.dtype).max, tr.dtype)
         out = _kernel("list_emit")(*self.args, self.inserted, self.hist, take, self._like,
                                    tr, use, mins)
-        return (out, mins) if track is not None else out
+        return (out, mins) if use else out
 
     def list(self, on: bool, half: bool = False):
         """(pages, the list's length): the list with the mask set (`on`) or clear;
@@ -804,8 +804,8 @@ for _i in range(64):
 class NodeBits:
     """One bit per page and node: page p is on node r iff bit p of row r is set (the
     page map as `k` bitmaps, k/8 bytes per page), kept through every placement, free
-    and move (`move_pages`), so a CLOCK hand over one node's pages reads 64 addresses per word and
-    stops only at that node's pages (`pages_on`)."""
+    and move (`move_pages`), so a CLOCK hand over one node's pages reads 64 addresses
+    per word and stops only at that node's pages (`pages_on`)."""
 
     def __init__(self, node_map, k: int):
         self.npages = node_map.shape[0]
@@ -825,7 +825,8 @@ class NodeBits:
         `sel_on`, given sel) from address `start`, wrapping, by windows that start near
         the need and double; returns (pages, next hand position, addresses scanned).
         Given `passes` (a `PassTimes`), also (`passes.index(pages)`, the least of those
-        pass times) from the same pass: a hand's pass-time intervals without a second walk over its pages."""
+        pass times) from the same pass: a hand's pass-time intervals without a second
+        walk over its pages."""
         use, use_sel = flags is not None, sel is not None
         f = flags if use else np.zeros(1, np.uint8)
         b = sel if use_sel else np.zeros(1, np.uint64)

@@ -342,10 +342,11 @@ class AccessedBits:
         self.charge(2 * idx.shape[0])
         if idx.shape[0] == 0:
             return np.zeros(0, dtype=bool)
-        tab = np.maximum(np.asarray(table, dtype=float), self._lookback(lv, now))
+        lb = self._lookback(lv, now)
+        tab = np.maximum(np.asarray(table, dtype=float), lb)
         if hasattr(self.source, "accessed_table"):
             if tmin is not None:  # min_i max(t_i, L) = max(min_i t_i, L)
-                tmin = max(float(tmin), float(self._lookback(lv, now)))
+                tmin = max(float(tmin), float(lb))
             return self.source.accessed_table(idx, which, tab, now, self.rng, by_page,
                                               tmin=tmin)
         a = _as_idx(idx)
