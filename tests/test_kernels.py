@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from tierlab import kernels
 from tierlab.kernels import SMALL, argsort_stable, merge_sorted
 
 from test_engine import small_machine
@@ -453,3 +454,57 @@ def test_move_counts_is_the_numpy_bincounts(npages, seed):
         + np.bincount(dsts[act], minlength=256)[:k]
     move_counts(flags, 1, pages, cur, dsts, nr)
     np.testing.assert_array_equal(nr, want)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(arrays(np.float64, st.integers(0, 300), elements=few.filter(lambda x: x == x)),
+                max_size=9), st.booleans())
+def test_runs_order_is_numpys_stable_argsort(parts, sort_parts):
+    """The natural merge sort (the poll's order) on any keys, sorted runs or not."""
+    keys = np.concatenate([np.sort(p) if sort_parts else p for p in parts] or [np.zeros(0)])
+    kernels._kernel("poll_faults")  # compiles the helpers
+    np.testing.assert_array_equal(kernels._runs_order(keys),
+                                  np.argsort(keys, kind="stable"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2000), st.integers(2, 40), st.integers(0, 2**31 - 1))
+def test_poll_faults_is_the_timeline_inverse_and_a_stable_sort(n, nb, seed):
+    """Times, order, latencies and cleared flags as numpy computes them from the whole
+    timeline (Timeline.time_at_work), whatever breakpoint the search starts from."""
+    from tierlab.engine.timeline import Timeline
+    rng = np.random.default_rng(seed)
+    tl = Timeline(field=None)
+    t = w = 0.0
+    for _ in range(nb):  # flat pieces (stalls) included
+        t += float(rng.exponential())
+        w += float(rng.exponential()) * float(rng.random() < 0.7)
+        tl.advance(t, w)
+    ta, wa = tl.breakpoints()
+    lo = int(rng.integers(0, ta.shape[0]))
+    parts = [np.sort(rng.uniform(wa[lo], w * 1.01 + 1e-9, int(rng.integers(0, n + 1))))
+             for _ in range(int(rng.integers(1, 5)))]
+    if rng.random() < 0.3:  # works at or below the start breakpoint: the whole search
+        parts.append(np.sort(rng.uniform(-1.0, wa[lo] + 1e-9, 50)))
+    works = np.concatenate(parts)
+    works[rng.random(works.shape[0]) < 0.05] = wa[min(lo + 1, wa.shape[0] - 1)]
+    arm_t = np.sort(rng.uniform(0, t, 16))
+    arm = rng.integers(0, 16, works.shape[0]).astype(np.uint32)
+    pages = rng.permutation(10_000)[: works.shape[0]].astype(np.int32)
+    flag = np.zeros(10_000, dtype=bool)
+    flag[pages] = True
+    now = float(rng.uniform(0, t * 1.1))
+    out = kernels.poll_faults(pages, works, arm, arm_t, ta, wa, lo, now, flag.copy())
+    if works.shape[0] == 0:
+        assert out is None
+        return
+    times = np.minimum(np.maximum(tl.time_at_work(works), arm_t[arm]), now)
+    order = np.argsort(times, kind="stable")
+    flag2 = flag.copy()
+    p, tt, lat = kernels._kernel("poll_faults")(pages, works, arm, arm_t, ta, wa, lo, now,
+                                                flag2)[:3]
+    np.testing.assert_array_equal(p, pages[order].astype(np.int64))
+    np.testing.assert_array_equal(tt, times[order])
+    np.testing.assert_array_equal(lat, np.maximum(times[order] - arm_t[arm[order]], 0.0))
+    assert not flag2[pages].any() and flag2.sum() == flag.sum() - pages.shape[0]
+    np.testing.assert_array_equal(out[0], p)

@@ -71,6 +71,10 @@ class Timeline:
     def _arrays(self):
         return self._tb[:self._n], self._wb[:self._n]
 
+    def breakpoints(self):
+        """(t, W) arrays of the kept breakpoints (views, valid until the next advance)."""
+        return self._arrays()
+
     def work_at(self, t) -> np.ndarray:
         """Cumulative work at time(s) t (clamped to the recorded history)."""
         ta, wa = self._arrays()

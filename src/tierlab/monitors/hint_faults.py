@@ -62,7 +62,7 @@ import numpy as np
 
 from ..field import uniq
 from ..heap import trim
-from ..kernels import argsort_stable, merge_sorted
+from ..kernels import argsort_stable, merge_sorted, poll_faults
 from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
@@ -304,28 +304,15 @@ class ScheduledHintFaults(HintFaults):
         self._t_sync = max(self._t_sync, float(now))
 
     # -- HintFaults API ---------------------------------------------------------------
-    def _time_at_work(self, works, now: float) -> np.ndarray:
-        """W^-1 for fault works reached since the previous poll. The timeline's own
-        time_at_work converts its whole history (up to 10 minutes of breakpoints) to
-        arrays after every engine step; here only the breakpoints since the previous
-        poll are read (a faithful copy of Timeline.time_at_work on that window)."""
-        tl = self._tl
-        ts, ws = getattr(tl, "_t", None), getattr(tl, "_w", None)
-        t_lo = self._t_poll
-        if ts is None or ws is None or t_lo is None or not ts or ts[0] > t_lo:
-            return np.asarray(tl.time_at_work(works), dtype=float)
-        k = len(ts) - 1
-        while k > 0 and ts[k] > t_lo:
-            k -= 1
-        ta = np.asarray(ts[k:], dtype=float)
-        wa = np.asarray(ws[k:], dtype=float)
-        if ta.shape[0] < 2 or works.min() < wa[0]:
-            return np.asarray(tl.time_at_work(works), dtype=float)
-        i = np.clip(np.searchsorted(wa, works, side="left"), 1, wa.shape[0] - 1)
-        w0, w1 = wa[i - 1], wa[i]
-        dw = np.where(w1 > w0, w1 - w0, 1.0)
-        frac = np.clip(np.where(w1 > w0, (works - w0) / dw, 0.0), 0.0, 1.0)
-        return ta[i - 1] + frac * (ta[i] - ta[i - 1])
+    def _breakpoints(self):
+        """The timeline's breakpoints (t, W) and the index of the last one at or before
+        the previous poll: the fault works of this poll are above it, so W^-1 needs
+        only the breakpoints from there on (`kernels.poll_faults`)."""
+        ta, wa = self._tl.breakpoints()
+        lo = 0
+        if self._t_poll is not None:
+            lo = max(int(np.searchsorted(ta, self._t_poll, side="right")) - 1, 0)
+        return ta, wa, lo
 
     def _work_at(self, t: float) -> float:
         if self._current_work is not None and t >= self._tl.now:
@@ -409,19 +396,23 @@ class ScheduledHintFaults(HintFaults):
         if not self._pending:
             e = np.zeros(0)
             return np.zeros(0, dtype=np.int64), e, e.copy()
-        pages = np.concatenate([p for p, _, _ in self._pending]).astype(np.int64)
+        pages = np.concatenate([p for p, _, _ in self._pending])
         works = np.concatenate([w for _, w, _ in self._pending])
-        arms = self._arm_t[np.concatenate([a for _, _, a in self._pending])]
+        arm = np.concatenate([a for _, _, a in self._pending])
         self._pending = []
-        times = self._time_at_work(works, now)
-        times = np.clip(np.maximum(times, arms), None, now)
+        ta, wa, lo = self._breakpoints()
+        out = poll_faults(pages, works, arm, self._arm_t, ta, wa, lo, now, self._flag)
+        if out is None:  # a NaN time: numpy's stable sort orders it as the kernel cannot
+            times = np.minimum(np.maximum(self._tl.time_at_work(works), self._arm_t[arm]),
+                               now)
+            order = np.argsort(times, kind="stable")
+            pages, times = pages[order].astype(np.int64), times[order]
+            self._flag[pages] = False
+            out = pages, times, np.maximum(times - self._arm_t[arm[order]], 0.0)
         self._t_poll = now
-        order = argsort_stable(times)
-        pages, times, arms = pages[order], times[order], arms[order]
-        self._flag[pages] = False
-        self._narmed -= pages.shape[0]
-        self.faults += int(pages.shape[0])
-        return pages, times, np.maximum(times - arms, 0.0)
+        self._narmed -= out[0].shape[0]
+        self.faults += int(out[0].shape[0])
+        return out
 
 
 class _PlainHintFaults(HintFaults):
