@@ -443,3 +443,31 @@ def test_block_counts_answer_range_queries_as_the_page_map(seed, npages):
             for x, y, n in zip(s, e, nodes)]
     assert np.array_equal(got, np.concatenate(want).astype(np.int64))
     assert np.array_equal(part, np.repeat(np.arange(len(s)), [len(w) for w in want]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_migrate_ranges_is_migrate_of_the_page_list(seed):
+    """Regions moved whole (IDT's) in one pass over their pages: the same pages moved,
+    in the same order (rates summed alike), and the same state, as listing them;
+    overlapping regions take the page-list path."""
+    from tierlab.field import range_pages
+    rng = np.random.default_rng(seed)
+    a, b = _fresh(), _fresh()
+    n = a.mem.npages
+    cuts = np.unique(rng.integers(0, n + 1, 40))
+    s, e = cuts[:-1:2], cuts[1::2]
+    k = min(len(s), len(e))
+    order = rng.permutation(k)
+    s, e = s[:k][order], e[:k][order]
+    for dst in (1, 0):
+        if rng.random() < 0.5:  # overlapping: the fallback
+            s, e = np.append(s, s[0]), np.append(e, e[0] + 1)
+        got_a = a.migrate(range_pages(s, e), dst, reason="x")
+        got_b = b.migrate_ranges(s, e, dst, reason="x")
+        assert got_a == got_b > 0
+        np.testing.assert_array_equal(a.mem.node, b.mem.node)
+        np.testing.assert_array_equal(a._reads, b._reads)
+        np.testing.assert_array_equal(a._writes, b._writes)
+        assert a.stats.promotions == b.stats.promotions
+        assert a.stats.demotions == b.stats.demotions
+        check_invariants(b)

@@ -12,7 +12,7 @@ from tierlab.engine import Simulation
 from tierlab.errors import TierlabError
 from tierlab.field import RateField
 from tierlab.policies import ALLOCS, POLICIES
-from tierlab.policies.idt.policy import range_pages
+from tierlab.field import range_pages
 
 from conftest import HotCold
 from test_engine import check_invariants, small_machine

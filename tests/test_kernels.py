@@ -508,3 +508,33 @@ def test_poll_faults_is_the_timeline_inverse_and_a_stable_sort(n, nb, seed):
     np.testing.assert_array_equal(lat, np.maximum(times[order] - arm_t[arm[order]], 0.0))
     assert not flag2[pages].any() and flag2.sum() == flag.sum() - pages.shape[0]
     np.testing.assert_array_equal(out[0], p)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(0, 30), st.integers(0, 2**31 - 1))
+def test_range_movable_and_fill_ranges_are_the_page_list_forms(npages, nranges, seed):
+    """Disjoint ranges in any order: the movable pages and nodes of `_movable` on
+    `range_pages`, and the same writes as a fancy-indexed assignment."""
+    from tierlab.field import range_pages
+    rng = np.random.default_rng(seed)
+    node = rng.choice(np.array([0, 1, 2, 255], dtype=np.uint8), npages)
+    cuts = np.unique(rng.integers(0, npages + 1, 2 * nranges))
+    s, e = cuts[:-1:2], cuts[1::2]
+    m = min(len(s), len(e))
+    s, e = s[:m], e[:m]
+    order = rng.permutation(m)
+    s, e = s[order], e[order]
+    assert kernels.disjoint_ranges(s, e)
+    dst = int(rng.integers(0, 3))
+    pages = range_pages(s, e)
+    cur = node[pages]
+    keep = (cur != 255) & (cur != dst)
+    p, c = kernels.range_movable(node, s, e, dst)
+    np.testing.assert_array_equal(p, pages[keep])
+    np.testing.assert_array_equal(c, cur[keep])
+    a, b = np.zeros(npages, np.uint8), np.zeros(npages, np.uint8)
+    a[pages] = 7
+    kernels.fill_ranges(b, s, e, 7)
+    np.testing.assert_array_equal(a, b)
+    if m > 1:
+        assert not kernels.disjoint_ranges(np.append(s, s[0]), np.append(e, e[0]))

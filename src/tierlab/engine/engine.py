@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import TierlabError
-from ..field import RateField
+from ..field import RateField, range_pages
 from ..machines import Machine
 from ..monitors import AccessedBits, RateSource
 from ..policies.alloc import AllocPolicy
@@ -112,7 +112,13 @@ class PolicyBackend:
     def migrate_range(self, start: int, end: int, dst: int, sync: bool = False,
                       reason: str = "") -> int:
         """Migrate the allocated pages of [start, end) (a region) to `dst`."""
-        return self.migrate(np.arange(start, end, dtype=np.int64), dst, sync, reason)
+        return self.migrate_ranges([start], [end], dst, sync, reason)
+
+    def migrate_ranges(self, starts, ends, dst: int, sync: bool = False,
+                       reason: str = "") -> int:
+        """Migrate the allocated pages of regions [starts[i], ends[i]), region by region
+        in the given order, to `dst`: `migrate(range_pages(starts, ends), ...)`."""
+        return self.migrate(range_pages(starts, ends), dst, sync, reason)
 
 
 class TrueRatesError(RuntimeError):
@@ -162,7 +168,7 @@ class PolicyView:
         # actions and scheduling
         "free", "capacity", "node_of", "rng_for", "scaled_bytes", "migrate",
         "tier_counters", "migrate_tpm", "shadow_frames",
-        "migrate_range", "exchange", "reclaim", "every", "charge_cpu", "stall",
+        "migrate_range", "migrate_ranges", "exchange", "reclaim", "every", "charge_cpu", "stall",
         # allocation policies place first touches with it
         "_place_upto",
         # the Linux backend's (absent here: AttributeError, as getattr expects)
@@ -345,6 +351,22 @@ class Simulation(PolicyBackend):
         the copy's traffic loads both nodes' bandwidth.
         """
         pages, cur = self._movable(pages, dst)
+        return self._migrate_movable(pages, cur, dst, sync, reason)
+
+    def migrate_ranges(self, starts, ends, dst: int, sync: bool = False,
+                       reason: str = "") -> int:
+        """`migrate(range_pages(starts, ends), ...)`; for disjoint regions (IDT's) the
+        movable pages are found in one pass over the regions (`kernels.range_movable`)
+        instead of listing every page, deduplicating and filtering the list."""
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
+        if not kernels.disjoint_ranges(starts, ends):
+            return super().migrate_ranges(starts, ends, dst, sync, reason)
+        pages, cur = kernels.range_movable(self.mem.node, starts, ends, dst)
+        return self._migrate_movable(pages, cur, dst, sync, reason)
+
+    def _migrate_movable(self, pages, cur, dst: int, sync: bool, reason: str) -> int:
+        """`migrate` after `_movable`: pages (distinct, allocated, not on dst) on cur."""
         remapped = 0
         if self.shadows is not None and len(pages):
             remapped, pages, cur = self._shadow_moves(pages, cur, dst, reason)

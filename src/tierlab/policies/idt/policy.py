@@ -70,7 +70,7 @@ import numpy as np
 
 from ...engine.memory import UNALLOC
 from ...errors import TierlabError
-from ...field import range_pages
+from ...kernels import fill_ranges
 from ...monitors.base import MONITORS
 from ...monitors.damon import hamming
 from ...monitors.idt_regions import HISTORY_RULES
@@ -233,8 +233,7 @@ class IDT(Policy):
         idx = idx[np.cumsum(sizes) <= self._room(dst)]
         if idx.size == 0:
             return 0, idx
-        moved = self.sim.migrate(range_pages(regs.start[idx], regs.end[idx]), dst,
-                                 reason=reason)
+        moved = self.sim.migrate_ranges(regs.start[idx], regs.end[idx], dst, reason=reason)
         self._reset(idx)
         return moved, idx
 
@@ -403,9 +402,9 @@ class IDT(Policy):
                 break
             moved, done = self._move(idx, regs, dst, "idt-demote")
             if done.size:
-                pages = range_pages(regs.start[done], regs.end[done])
-                self.demoted_by[pages] = n + 1
-                self.demoted_in[pages] = self._decision[n] % 256
+                s, e = regs.start[done], regs.end[done]
+                fill_ranges(self.demoted_by, s, e, n + 1)
+                fill_ranges(self.demoted_in, s, e, self._decision[n] % 256)
                 all_done.append(done)
                 idx = idx[~np.isin(idx, done)]
             moved_total += moved
