@@ -459,8 +459,10 @@ def test_migrate_ranges_is_migrate_of_the_page_list(seed):
     k = min(len(s), len(e))
     order = rng.permutation(k)
     s, e = s[:k][order], e[:k][order]
-    for dst in (1, 0):
-        if rng.random() < 0.5:  # overlapping: the fallback
+    a.lru.activate(np.arange(0, n, 3))
+    b.lru.activate(np.arange(0, n, 3))
+    for dst in (1, 0, 1):
+        if rng.random() < 0.3:  # overlapping: the fallback
             s, e = np.append(s, s[0]), np.append(e, e[0] + 1)
         got_a = a.migrate(range_pages(s, e), dst, reason="x")
         got_b = b.migrate_ranges(s, e, dst, reason="x")
@@ -468,6 +470,17 @@ def test_migrate_ranges_is_migrate_of_the_page_list(seed):
         np.testing.assert_array_equal(a.mem.node, b.mem.node)
         np.testing.assert_array_equal(a._reads, b._reads)
         np.testing.assert_array_equal(a._writes, b._writes)
-        assert a.stats.promotions == b.stats.promotions
-        assert a.stats.demotions == b.stats.demotions
+        for x, y in ((a.mem.used, b.mem.used), (a.mem.blocks, b.mem.blocks),
+                     (a.lru.nr_active, b.lru.nr_active), (a._epoch, b._epoch),
+                     (a._copy, b._copy)):
+            np.testing.assert_array_equal(x, y)
+        for f in ("promotions", "demotions", "pingpong", "migrated_bytes", "by_reason"):
+            assert getattr(a.stats, f) == getattr(b.stats, f), f
         check_invariants(b)
+    # up to the target's room: the leading pages, region by region
+    s, e = np.array([0, 3000]), np.array([900, n])
+    got_a = a.migrate(range_pages(s, e), 0, reason="y")
+    assert b.migrate_ranges(s, e, 0, reason="y") == got_a > 0
+    np.testing.assert_array_equal(a.mem.node, b.mem.node)
+    np.testing.assert_array_equal(a._reads, b._reads)
+    assert b.mem.free[0] == b.mem.wmark_min[0]

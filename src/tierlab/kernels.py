@@ -574,6 +574,69 @@ def _range_movable_py(node_map, starts, ends, dst, total):
     return pages, cur, n
 
 
+def _relocate_ranges_py(node_map, bits, use_bits, blocks, used, block, flags, mask, nr,
+                        starts, ends, dst, room, f_starts, f_ends, read, write, rank,
+                        epoch, stamp, sums, counts):
+    # Simulation.migrate of the pages of disjoint ranges to dst, range by range: the
+    # first `room` allocated pages not on dst get, page by page, what move_pages,
+    # move_counts and relocate_sums do to a page list (none of them reads what another
+    # writes, so one pass in page order does the same); returns (moved, promotions,
+    # ping-pongs)
+    one = np.uint64(1)
+    m = f_starts.shape[0]
+    n = 0
+    npro = 0
+    pingpong = 0
+    for r in range(starts.shape[0]):
+        if n >= room:
+            break
+        j = _upper(f_starts, starts[r], 0, m) - 1
+        for p in range(starts[r], ends[r]):
+            c = node_map[p]
+            if c == 255 or c == dst:
+                continue
+            if n >= room:
+                break
+            n += 1
+            # move_pages
+            node_map[p] = dst
+            if use_bits:
+                b = one << np.uint64(p & 63)
+                bits[c, p >> 6] &= ~b
+                bits[dst, p >> 6] |= b
+            used[dst] += 1
+            used[c] -= 1
+            q = p // block
+            blocks[q, c] -= 1
+            blocks[q, dst] += 1
+            # move_counts
+            if flags[p] & mask:
+                nr[c] -= 1
+                nr[dst] += 1
+            # relocate_sums (the segment by a forward walk: p ascends within a range)
+            while j + 1 < m and f_starts[j + 1] <= p:
+                j += 1
+            rr = 0.0
+            ww = 0.0
+            if j >= 0 and p < f_ends[j]:
+                rr = read[j]
+                ww = write[j]
+            sums[0, dst] += rr
+            sums[1, c] += rr
+            sums[2, dst] += ww
+            sums[3, c] += ww
+            counts[0, c] += 1
+            counts[1, dst] += 1
+            if rank[dst] < rank[c]:
+                npro += 1
+                st = np.int64(epoch[p])
+                if st != 0 and ((stamp - st) & 255) % 255 <= 1:
+                    pingpong += 1
+            else:
+                epoch[p] = stamp
+    return n, npro, pingpong
+
+
 def _fill_ranges_py(arr, starts, ends, value):
     for r in range(starts.shape[0]):
         for p in range(starts[r], ends[r]):
@@ -709,6 +772,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "relocate_sums": _relocate_sums_py,
        "move_counts": _move_counts_py,
        "range_movable": _range_movable_py, "fill_ranges": _fill_ranges_py,
+       "relocate_ranges": _relocate_ranges_py,
        "pages_on_bits": _pages_on_bits_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
@@ -917,6 +981,25 @@ def range_movable(node_map, starts, ends, dst: int):
     if 2 * n < total:  # do not keep the whole buffer alive for a few pages
         return pages[:n].copy(), cur[:n].copy()
     return pages[:n], cur[:n]
+
+
+def relocate_ranges(mem_node, bits, blocks, used, block: int, flags, mask: int, nr,
+                    starts, ends, dst: int, room: int, field, rank, epoch, stamp: int):
+    """`Simulation.migrate(range_pages(starts, ends), dst)` for disjoint ranges
+    (`disjoint_ranges`) up to `room` pages, in one pass over the ranges: the page map,
+    node bitmaps (`bits` or None), per-node and per-block counts (`move_pages`), the
+    active counts `nr` of pages with flags & mask (`move_counts`) and `relocate_sums`'
+    sums, counts, promotions, ping-pongs and stamps, page by page in the same order.
+    Returns (moved, sums, counts, promotions, ping-pongs)."""
+    sums = np.zeros((4, 256))
+    counts = np.zeros((2, 256), np.int64)
+    use = bits is not None
+    n, npro, pp = _kernel("relocate_ranges")(
+        mem_node, bits if use else np.zeros((1, 1), np.uint64), use, blocks, used,
+        np.int64(block), flags, np.uint8(mask), nr, np.asarray(starts, dtype=np.int64),
+        np.asarray(ends, dtype=np.int64), np.uint8(dst), np.int64(room), field.starts,
+        field.ends, field.read, field.write, rank, epoch, np.int64(stamp), sums, counts)
+    return int(n), sums, counts, int(npro), int(pp)
 
 
 def fill_ranges(arr, starts, ends, value) -> None:

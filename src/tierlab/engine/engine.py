@@ -31,7 +31,7 @@ from ..policies.base import Policy
 from ..units import PAGE
 from ..workloads.base import Workload
 from .dram_cache import DramCache
-from .lru import LRU
+from .lru import ACTIVE, LRU
 from .memory import UNALLOC, Memory
 from .shadow import ShadowCopies
 from .throughput import loaded_factor, solve_throughput
@@ -362,8 +362,19 @@ class Simulation(PolicyBackend):
         ends = np.asarray(ends, dtype=np.int64)
         if not kernels.disjoint_ranges(starts, ends):
             return super().migrate_ranges(starts, ends, dst, sync, reason)
-        pages, cur = kernels.range_movable(self.mem.node, starts, ends, dst)
-        return self._migrate_movable(pages, cur, dst, sync, reason)
+        if self.shadows is not None:
+            pages, cur = kernels.range_movable(self.mem.node, starts, ends, dst)
+            return self._migrate_movable(pages, cur, dst, sync, reason)
+        room = int(self.mem.free[dst] - self.mem.wmark_min[dst])
+        if room <= 0:
+            return 0
+        n, sums, counts, npro, pingpong = self.mem.move_ranges(
+            starts, ends, dst, room, self.lru.flags, ACTIVE, self.lru.nr_active,
+            self.timeline.field, self._rank, self._epoch, self._stamp())
+        if n:
+            self._account(n, sums, counts, npro, pingpong, reason, True)
+            self._charge_copy(n, sync, copies=1)
+        return n
 
     def _migrate_movable(self, pages, cur, dst: int, sync: bool, reason: str) -> int:
         """`migrate` after `_movable`: pages (distinct, allocated, not on dst) on cur."""
@@ -541,12 +552,16 @@ class Simulation(PolicyBackend):
     def _relocate(self, pages, cur, dsts, reason, copy=True):
         """Bookkeeping of a move of pages[i] from cur[i] to dsts[i]: placement, LRU
         counts, per-node rates, promotion/demotion/ping-pong counts, copy traffic."""
-        k = self.machine.nnodes
         self.mem.move(pages, cur, dsts)
         self.lru.on_moves(pages, cur, dsts)
-        n = len(pages)
         sums, counts, npro, pingpong = kernels.relocate_sums(
             pages, cur, dsts, self.timeline.field, self._rank, self._epoch, self._stamp())
+        self._account(len(pages), sums, counts, npro, pingpong, reason, copy)
+
+    def _account(self, n, sums, counts, npro, pingpong, reason, copy) -> None:
+        """A move's per-node rates, promotion/demotion/ping-pong counts and traffic from
+        `kernels.relocate_sums` (or `relocate_ranges`)."""
+        k = self.machine.nnodes
         self._reads += sums[0, :k] - sums[1, :k]
         self._writes += sums[2, :k] - sums[3, :k]
         self.stats.promotions += npro

@@ -114,6 +114,17 @@ class Memory:
                            np.asarray(cur, dtype=np.uint8), np.asarray(dsts, dtype=np.uint8),
                            BLOCK)
 
+    def move_ranges(self, starts, ends, dst: int, room: int, flags, mask: int, nr, field,
+                    rank, epoch, stamp: int):
+        """The first `room` allocated pages of disjoint ranges not on dst (range by
+        range) now on dst: `move` of them, with the engine's per-page accounting of the
+        same pass (`kernels.relocate_ranges`, which returns it)."""
+        self._cum = None
+        return kernels.relocate_ranges(self.node, None if self._bits is None else
+                                       self._bits.bits, self.blocks, self.used, BLOCK,
+                                       flags, mask, nr, starts, ends, dst, room, field,
+                                       rank, epoch, stamp)
+
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
                  value: int = 0, sel=None, sel_on: bool = True, passes=None):
         """Up to `limit` pages on `node` (and, given `flags`, with flags & mask ==
