@@ -538,3 +538,38 @@ def test_range_movable_and_fill_ranges_are_the_page_list_forms(npages, nranges, 
     np.testing.assert_array_equal(a, b)
     if m > 1:
         assert not kernels.disjoint_ranges(np.append(s, s[0]), np.append(e, e[0]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 400), st.integers(0, 2**31 - 1))
+def test_draw_pairs_and_seen_below_are_the_numpy_forms(nreg, seed):
+    """IDT's sampled pages (the same draws from the generator) and the accessed regions
+    off the top node, as numpy computes them."""
+    rng = np.random.default_rng(seed)
+    s = np.sort(rng.choice(10_000, nreg, replace=False)).astype(np.int64)
+    e = np.minimum(s + rng.integers(1, 300, nreg), np.append(s[1:], 10_000))
+    e = np.maximum(e, s + 1)
+    g1, g2 = np.random.default_rng(seed), np.random.default_rng(seed)
+    u = g2.random((2, nreg))
+    u *= (e - s).astype(float)
+    out = np.minimum(u.astype(np.int64) + s, e - 1).reshape(-1)
+    np.testing.assert_array_equal(kernels.draw_pairs(g1, s, e), out)
+    assert g1.random() == g2.random()
+    node = rng.choice(np.array([0, 1, 2, 255], dtype=np.uint8), 10_300)
+    acc = rng.random(nreg) < 0.5
+    np.testing.assert_array_equal(kernels.seen_below(acc, s, e, node, 1),
+                                  kernels._seen_below_numpy(acc, s, e, node, 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 4), st.integers(0, 2**31 - 1))
+def test_bisect_throughput_compiled_is_the_python_bisection(k, seed):
+    """The closed loop's root, compiled, to the last bit of the Python loop it was."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(0, 500, k)
+    b = rng.uniform(0, 0.9, k)
+    c = rng.uniform(0, 1e-9, k) * (rng.random(k) < 0.8)
+    cap = min([(1.0 - b[i]) / c[i] for i in range(k) if c[i] > 0], default=np.inf)
+    args = (a, b, c, float(rng.uniform(1, 50)), float(rng.uniform(1, 10)),
+            float(rng.uniform(1, 64)), float(cap))
+    assert kernels.bisect_throughput(*args) == kernels._bisect_throughput_py(*args)

@@ -637,6 +637,55 @@ def _relocate_ranges_py(node_map, bits, use_bits, blocks, used, block, flags, ma
     return n, npro, pingpong
 
 
+def _draw_pairs_py(u, s, e, out):
+    # DAMON's damon_rand(start, end) twice per region: out[:R] then out[R:], from the
+    # doubles u of g.random((2, R)) flattened
+    r = s.shape[0]
+    for k in range(2):
+        for i in range(r):
+            p = np.int64(u[k * r + i] * np.float64(e[i] - s[i])) + s[i]
+            out[k * r + i] = min(p, e[i] - 1)
+
+
+def _seen_below_py(acc, start, end, node_map, top):
+    # IDT._on_sample: the regions accessed whose middle page is allocated off `top`
+    out = np.empty(acc.shape[0], np.int64)
+    n = 0
+    for i in range(acc.shape[0]):
+        if acc[i]:
+            c = node_map[(start[i] + end[i] - 1) // 2]
+            if c != top and c != 255:
+                out[n] = i
+                n += 1
+    return out[:n]
+
+
+def _bisect_throughput_py(a, b, c, compute_ns, mlp, threads, x_cap):
+    # solve_throughput's root of x - threads / t(x), t(x) = (compute_ns + sum_i a_i
+    # (1 + u_i / (2 (1 - u_i))) / mlp) 1e-9 with u_i = b_i + x c_i, by its bisection
+    lo = 0.0
+    hi = 0.0
+    for it in range(61):
+        x = 0.0 if it == 0 else 0.5 * (lo + hi)
+        stall = 0.0
+        for i in range(a.shape[0]):
+            u = b[i] + x * c[i]
+            stall += a[i] * (1.0 + u / (2.0 * (1.0 - u)))
+        t = (compute_ns + stall / mlp) * 1e-9
+        if it == 0:
+            hi = threads / t  # unloaded throughput: an upper bound
+            if hi >= x_cap:
+                hi = x_cap * (1 - 1e-12)
+            continue
+        if x - threads / t > 0:
+            hi = x
+        else:
+            lo = x
+        if hi - lo <= 1e-9 * hi:
+            break
+    return lo
+
+
 def _fill_ranges_py(arr, starts, ends, value):
     for r in range(starts.shape[0]):
         for p in range(starts[r], ends[r]):
@@ -772,7 +821,8 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "relocate_sums": _relocate_sums_py,
        "move_counts": _move_counts_py,
        "range_movable": _range_movable_py, "fill_ranges": _fill_ranges_py,
-       "relocate_ranges": _relocate_ranges_py,
+       "relocate_ranges": _relocate_ranges_py, "draw_pairs": _draw_pairs_py,
+       "seen_below": _seen_below_py, "bisect_throughput": _bisect_throughput_py,
        "pages_on_bits": _pages_on_bits_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
@@ -811,13 +861,28 @@ def _similar_pairs_numpy(h, valid, window, table):
     return table[c[:-1], c[1:]].all(axis=1)
 
 
+def _draw_pairs_numpy(u, s, e, out):
+    u = u.reshape(2, s.shape[0])
+    u *= (e - s).astype(float)
+    p = u.astype(np.int64)
+    p += s
+    np.minimum(p, e - 1, out=p)
+    out[:] = p.reshape(-1)
+
+
+def _seen_below_numpy(acc, start, end, node_map, top):
+    node = node_map[(start + end - 1) // 2]
+    return np.flatnonzero(acc & (node != top) & (node != 255))
+
+
 def _fill_ranges_numpy(arr, starts, ends, value):
     from .field import range_pages
     arr[range_pages(starts, ends)] = value
 
 
 _NUMPY = {"similar_pairs": _similar_pairs_numpy, "first_seen": _first_seen_numpy,
-          "fill_ranges": _fill_ranges_numpy}
+          "fill_ranges": _fill_ranges_numpy, "draw_pairs": _draw_pairs_numpy,
+          "seen_below": _seen_below_numpy}
 
 
 def similar_pairs(h, valid: int, window: int, table) -> np.ndarray:
@@ -1000,6 +1065,30 @@ def relocate_ranges(mem_node, bits, blocks, used, block: int, flags, mask: int, 
         np.asarray(ends, dtype=np.int64), np.uint8(dst), np.int64(room), field.starts,
         field.ends, field.read, field.write, rank, epoch, np.int64(stamp), sums, counts)
     return int(n), sums, counts, int(npro), int(pp)
+
+
+def draw_pairs(rng, s, e) -> np.ndarray:
+    """Two uniform pages of each region [s[i], e[i]) (DAMON's damon_rand, twice), as
+    `min(s + (rng.random((2, R)) * (e - s)).astype(int64), e - 1)` flattened: the same
+    draws and operations, the arithmetic in one pass (a Generator passed to numba
+    costs ~15 us a call in typing, more than the pass)."""
+    out = np.empty(2 * s.shape[0], np.int64)
+    _kernel("draw_pairs")(rng.random(2 * s.shape[0]), s, e, out)
+    return out
+
+
+def seen_below(acc, start, end, node_map, top: int) -> np.ndarray:
+    """`np.flatnonzero(acc & (node != top) & (node != 255))` with node the page map at
+    each region's middle page, (start + end - 1) // 2, in one pass."""
+    return _kernel("seen_below")(acc, start, end, node_map, np.uint8(top))
+
+
+def bisect_throughput(a, b, c, compute_ns: float, mlp: float, threads: float,
+                      x_cap: float) -> float:
+    """The closed loop's throughput (`engine.throughput.solve_throughput`): the same
+    bisection, float operation for float operation, compiled (it runs at every engine
+    step: 32 evaluations of the loaded stall each)."""
+    return float(_kernel("bisect_throughput")(a, b, c, compute_ns, mlp, threads, x_cap))
 
 
 def fill_ranges(arr, starts, ends, value) -> None:

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from .. import kernels
+
 
 def loaded_factor(u: float) -> float:
     """Latency multiplier at utilisation u (M/D/1 mean sojourn / service time)."""
@@ -45,30 +49,14 @@ def solve_throughput(reads, writes, read_lat_ns, write_lat_ns, read_bw, write_bw
     terms = [(reads[i] * read_lat_ns[i] + writes[i] * write_lat_ns[i], base[i], cost[i])
              for i in range(k) if reads[i] or writes[i]]
 
-    def time_per_work(x):
-        stall = 0.0
-        for a, b, c in terms:
-            u = b + x * c
-            stall += a * (1.0 + u / (2.0 * (1.0 - u)))  # a * loaded_factor(u), inlined
-        return (compute_ns + stall / mlp) * 1e-9
-
     x_cap = math.inf
     for i in range(k):
         if cost[i] > 0:
             x_cap = min(x_cap, (1.0 - base[i]) / cost[i])
-    lo = 0.0
-    hi = threads / time_per_work(0.0)  # unloaded throughput: an upper bound
-    if hi >= x_cap:
-        hi = x_cap * (1 - 1e-12)
-    # f(x) = x - threads / t(x) is increasing; find its root in [lo, hi]
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if mid - threads / time_per_work(mid) > 0:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= 1e-9 * hi:
-            break
+    lo = kernels.bisect_throughput(
+        np.array([t[0] for t in terms]), np.array([t[1] for t in terms]),
+        np.array([t[2] for t in terms]), float(compute_ns), float(mlp), float(threads),
+        float(x_cap))
     x = lo
     u = util(x)
     return x, u, [loaded_factor(v) for v in u]

@@ -51,7 +51,7 @@ from math import comb
 import numpy as np
 
 from ..errors import TierlabError
-from ..kernels import similar_pairs
+from ..kernels import draw_pairs, similar_pairs
 from ..workloads._common import parse_choice
 from .base import MONITORS, Monitor
 from .damon import UNALLOC, Damon, Regions, _i64, hamming, scaled_regions
@@ -129,7 +129,6 @@ class IdtRegions(Damon):
         self._snap_hist = self._hist
         self._sample_subs = []
         self._live = False
-        self._size_of, self._size = None, None
         self.merges = 0
         self.splits = 0
         self._ham_sum = 0.0
@@ -141,8 +140,8 @@ class IdtRegions(Damon):
     def _fit(self) -> None:
         """Before the first regions are built (or after a change nothing refitted):
         per-region state sized to the regions, empty."""
-        if any(getattr(self, k).shape[0] != self.nr_regions for k in ("_hist", "_acc",
-                                                                        "_mh")):
+        r = self.nr_regions
+        if self._hist.shape[0] != r or self._acc.shape[0] != r or self._mh.shape[0] != r:
             self._refit(np.zeros(0, np.int64), np.zeros(0, np.int64))
 
     def _refit(self, old_s, old_e) -> None:
@@ -218,8 +217,9 @@ class IdtRegions(Damon):
         R = self.nr_regions
         if R:
             self._fit()
-            pa, pb = self._draw_pair()
-            ab = self.sim.bits.test_since(0, np.concatenate((pa, pb)), t0, now)
+            pab = draw_pairs(self.rng, self._s, self._e)  # damon_rand(start, end), twice
+            pa, pb = pab[:R], pab[R:]
+            ab = self.sim.bits.test_since(0, pab, t0, now)
             a, b = ab[:R], ab[R:]
             bits = self.sim.bits
             n = 4 * R  # two pages, each a prepare (clear) and a check
@@ -240,18 +240,6 @@ class IdtRegions(Damon):
         self._ops_update(now, force=force)
         if force or self._s is not old_s:
             self._refit(old_s, old_e)
-
-    def _draw_pair(self):
-        """Two uniform pages per region (damon_rand(start, end), twice)."""
-        s = self._s
-        if self._size_of is not s:
-            self._size_of, self._size = s, (self._e - s).astype(float)
-        u = self.rng.random((2, s.shape[0]))
-        u *= self._size
-        p = u.astype(np.int64)
-        p += s
-        np.minimum(p, self._e - 1, out=p)
-        return p[0], p[1]
 
     # -- what one sampling interval saw (shared with linux/idle_sampler.py) ------------
     def on_sample(self, a, b, pa, pb, now: float) -> None:

@@ -40,6 +40,8 @@ in the rate model.
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from ..engine.timeline import Timeline
@@ -231,7 +233,7 @@ class RateSource(AccessSource):
         """One clear time: `accessed_table` with a table of one value, the same bits."""
         pages = np.asarray(pages)
         return self.accessed_table(pages, np.zeros(pages.shape[0], np.uint8),
-                                   np.array([float(t0)]), t1, rng)
+                                   np.array([float(t0)]), t1, rng, tmin=float(t0))
 
     #: pages per pass of `accessed_table`: its two 8-byte buffers stay in a core's L2
     #: cache between the passes (bench_memsim's nimble: 13.1 s CPU with 2^22, 10.4 s
@@ -260,11 +262,11 @@ class RateSource(AccessSource):
         w_tab = np.asarray(tl.work_at(since_tab), dtype=float)
         starts = tl.epoch_start
         eps = []  # (tables, W(epoch start), use it, W(end)) as `_epochs` finds them
-        for k in range(len(starts)):
-            a = starts[k]
+        for k in range(max(bisect.bisect_right(starts, tmin) - 1, 0), len(starts)):
+            a = starts[k]  # from the epoch holding tmin (the earlier ones end before it)
             b = starts[k + 1] if k + 1 < len(starts) else np.inf
-            if b <= tmin or a >= t1:
-                continue
+            if a >= t1:
+                break
             eps.append((self._tab(tl.fields[k]), float(tl.work_at(a)), a > tmin,
                         float(tl.work_at(min(t1, b)))))
         step = min(self.TABLE_CHUNK, n)

@@ -70,7 +70,7 @@ import numpy as np
 
 from ...engine.memory import UNALLOC
 from ...errors import TierlabError
-from ...kernels import fill_ranges
+from ...kernels import fill_ranges, seen_below
 from ...monitors.base import MONITORS
 from ...monitors.damon import hamming
 from ...monitors.idt_regions import HISTORY_RULES
@@ -259,18 +259,20 @@ class IDT(Policy):
     # -- every sampling interval (IDT's monitor) -----------------------------------
     def _on_sample(self, mon, now: float, acc) -> None:
         regs = mon.regions
-        mid = (regs.start + regs.end - 1) // 2
-        node = self.sim.mem.node[mid]
-        seen = np.flatnonzero(acc & (node != self.top) & (node != UNALLOC))
+        node_map = self.sim.mem.node
+        seen = seen_below(np.asarray(acc, dtype=bool), regs.start, regs.end, node_map,
+                          self.top)
         if seen.size == 0:
             return
-        by = self.demoted_by[mid[seen]]
+        by = self.demoted_by[(regs.start[seen] + regs.end[seen] - 1) // 2]
         mine = by > 0
         if mine.any():
             j = seen[mine]
             size = regs.end[j] - regs.start[j]
             self.counts["slow_hit"] += int(size.sum())
-            self._consequence(by[mine], self.demoted_in[mid[j]], 1, size)
+            self._consequence(by[mine], self.demoted_in[(regs.start[j] + regs.end[j] - 1)
+                                                        // 2], 1, size)
+            node = node_map[(regs.start + regs.end - 1) // 2]
             self._arp(j, regs, node.astype(np.int64))
 
     # -- every aggregation -------------------------------------------------------
