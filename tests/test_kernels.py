@@ -573,3 +573,37 @@ def test_bisect_throughput_compiled_is_the_python_bisection(k, seed):
     args = (a, b, c, float(rng.uniform(1, 50)), float(rng.uniform(1, 10)),
             float(rng.uniform(1, 64)), float(cap))
     assert kernels.bisect_throughput(*args) == kernels._bisect_throughput_py(*args)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 5000), st.integers(0, 12), st.integers(0, 2**31 - 1))
+def test_range_node_counts_and_pages_not_on_read_the_page_map(npages, nranges, seed):
+    """Per-range node counts as the numpy bincounts give them, and the allocated pages
+    off each range's node, range then address order (the blocks only skip reads)."""
+    from tierlab.field import range_node_counts_numpy
+    rng = np.random.default_rng(seed)
+    node = rng.choice(np.array([0, 1, 2, 255], dtype=np.uint8), npages,
+                      p=[0.5, 0.2, 0.1, 0.2])
+    node[: int(rng.integers(0, npages))] = 0  # long runs on one node: blocks skipped
+    s = rng.integers(0, npages, nranges)
+    e = np.minimum(s + rng.integers(0, 2000, nranges), npages)
+    np.testing.assert_array_equal(kernels.range_node_counts(node, s, e, 3),
+                                  range_node_counts_numpy(node, s, e, 3))
+    block = 64
+    nb = -(-npages // block)
+    pad = np.full(nb * block, 255, np.uint8)
+    pad[:npages] = node
+    blocks = np.stack([(pad.reshape(nb, block) == k).sum(axis=1) for k in range(3)],
+                      axis=1).astype(np.int32)
+    d = rng.integers(0, 3, nranges)
+    want_p, want_r = [], []
+    for i in range(nranges):
+        idx = np.arange(s[i], e[i])
+        v = node[idx]
+        ok = (v != 255) & (v != d[i])
+        want_p.append(idx[ok])
+        want_r.append(np.full(int(ok.sum()), i))
+    p, r = kernels.pages_not_on(node, blocks, s.astype(np.int64), e.astype(np.int64),
+                                d.astype(np.int64), block)
+    np.testing.assert_array_equal(p, np.concatenate(want_p or [np.zeros(0, int)]))
+    np.testing.assert_array_equal(r, np.concatenate(want_r or [np.zeros(0, int)]))

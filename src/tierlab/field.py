@@ -67,10 +67,17 @@ def gather_ranges(starts, ends, batch: int | None = None):
         i = j
 
 
-def range_node_counts(node: np.ndarray, starts, ends, nnodes: int,
-                      batch: int | None = None) -> np.ndarray:
+def range_node_counts(node: np.ndarray, starts, ends, nnodes: int) -> np.ndarray:
     """Pages of each range [starts[i], ends[i]) of a per-page node map on each node
-    0..nnodes-1 and (last column) unallocated (node >= nnodes), in batched passes."""
+    0..nnodes-1 and (last column) unallocated (node >= nnodes): one compiled pass
+    (`kernels.range_node_counts`), or without numba `range_node_counts_numpy`."""
+    from . import kernels
+    return kernels.range_node_counts(node, starts, ends, nnodes)
+
+
+def range_node_counts_numpy(node: np.ndarray, starts, ends, nnodes: int,
+                            batch: int | None = None) -> np.ndarray:
+    """`range_node_counts` in batched numpy passes (bincounts of gathered addresses)."""
     out = np.zeros((len(starts), nnodes + 1), dtype=np.int64)
     for i, j, idx, row in gather_ranges(starts, ends, batch):
         out[i:j] += np.bincount(row * (nnodes + 1) + np.minimum(node[idx], nnodes),

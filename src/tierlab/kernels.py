@@ -686,6 +686,50 @@ def _bisect_throughput_py(a, b, c, compute_ns, mlp, threads, x_cap):
     return lo
 
 
+def _range_node_counts_py(node_map, starts, ends, nnodes):
+    # pages of each range on each node, last column unallocated (node >= nnodes)
+    out = np.zeros((starts.shape[0], nnodes + 1), np.int64)
+    for i in range(starts.shape[0]):
+        for p in range(starts[i], ends[i]):
+            out[i, min(np.int64(node_map[p]), nnodes)] += 1
+    return out
+
+
+def _pages_not_on_py(node_map, blocks, starts, ends, nodes, block):
+    # Memory.pages_not_on: the blocks with allocated pages off the range's node (by
+    # their counts), then their pages in the range off it, range by range
+    bound = 0
+    for i in range(starts.shape[0]):
+        s, e, d = starts[i], ends[i], nodes[i]
+        if e <= s:
+            continue
+        for b in range(s // block, (e - 1) // block + 1):
+            other = np.int64(0)
+            for k in range(blocks.shape[1]):
+                other += blocks[b, k]
+            if other - blocks[b, d] > 0:
+                bound += min(e, (b + 1) * block) - max(s, b * block)
+    pages = np.empty(bound, np.int64)
+    of = np.empty(bound, np.int64)
+    n = 0
+    for i in range(starts.shape[0]):
+        s, e, d = starts[i], ends[i], nodes[i]
+        if e <= s:
+            continue
+        for b in range(s // block, (e - 1) // block + 1):
+            other = np.int64(0)
+            for k in range(blocks.shape[1]):
+                other += blocks[b, k]
+            if other - blocks[b, d] > 0:
+                for p in range(max(s, b * block), min(e, (b + 1) * block)):
+                    v = node_map[p]
+                    if v != 255 and v != d:
+                        pages[n] = p
+                        of[n] = i
+                        n += 1
+    return pages[:n], of[:n]
+
+
 def _fill_ranges_py(arr, starts, ends, value):
     for r in range(starts.shape[0]):
         for p in range(starts[r], ends[r]):
@@ -822,7 +866,8 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "move_counts": _move_counts_py,
        "range_movable": _range_movable_py, "fill_ranges": _fill_ranges_py,
        "relocate_ranges": _relocate_ranges_py, "draw_pairs": _draw_pairs_py,
-       "seen_below": _seen_below_py, "bisect_throughput": _bisect_throughput_py,
+       "seen_below": _seen_below_py, "range_node_counts": _range_node_counts_py,
+       "pages_not_on": _pages_not_on_py, "bisect_throughput": _bisect_throughput_py,
        "pages_on_bits": _pages_on_bits_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
@@ -875,6 +920,11 @@ def _seen_below_numpy(acc, start, end, node_map, top):
     return np.flatnonzero(acc & (node != top) & (node != 255))
 
 
+def _range_node_counts_numpy(node_map, starts, ends, nnodes):
+    from .field import range_node_counts_numpy
+    return range_node_counts_numpy(node_map, starts, ends, nnodes)
+
+
 def _fill_ranges_numpy(arr, starts, ends, value):
     from .field import range_pages
     arr[range_pages(starts, ends)] = value
@@ -882,7 +932,8 @@ def _fill_ranges_numpy(arr, starts, ends, value):
 
 _NUMPY = {"similar_pairs": _similar_pairs_numpy, "first_seen": _first_seen_numpy,
           "fill_ranges": _fill_ranges_numpy, "draw_pairs": _draw_pairs_numpy,
-          "seen_below": _seen_below_numpy}
+          "seen_below": _seen_below_numpy,
+          "range_node_counts": _range_node_counts_numpy}
 
 
 def similar_pairs(h, valid: int, window: int, table) -> np.ndarray:
@@ -1089,6 +1140,20 @@ def bisect_throughput(a, b, c, compute_ns: float, mlp: float, threads: float,
     bisection, float operation for float operation, compiled (it runs at every engine
     step: 32 evaluations of the loaded stall each)."""
     return float(_kernel("bisect_throughput")(a, b, c, compute_ns, mlp, threads, x_cap))
+
+
+def range_node_counts(node_map, starts, ends, nnodes: int) -> np.ndarray:
+    """`field.range_node_counts` in one pass over the ranges' pages (its numpy form
+    gathered each batch's addresses, their range indexes and a bincount)."""
+    return _kernel("range_node_counts")(node_map, np.asarray(starts, dtype=np.int64),
+                                        np.asarray(ends, dtype=np.int64), int(nnodes))
+
+
+def pages_not_on(node_map, blocks, starts, ends, nodes, block: int):
+    """`Memory.pages_not_on` in two passes (a bound from the block counts, then the
+    pages), without expanding blocks into address arrays (the oracle on the redis
+    trace: 54% of its CPU was that expansion)."""
+    return _kernel("pages_not_on")(node_map, blocks, starts, ends, nodes, np.int64(block))
 
 
 def fill_ranges(arr, starts, ends, value) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
-from ..field import gather_ranges, range_node_counts, range_pages
+from ..field import gather_ranges, range_node_counts
 from ..machines import Machine
 
 UNALLOC = 255
@@ -152,7 +152,7 @@ class Memory:
     def _direct_counts(self, starts, ends) -> np.ndarray:
         """Pages per node (last column: unallocated) in each [starts[i], ends[i]), read
         from the page map."""
-        return range_node_counts(self.node, starts, ends, self.machine.nnodes, _BATCH)
+        return range_node_counts(self.node, starts, ends, self.machine.nnodes)
 
     def allocated_in(self, starts, ends):
         """The allocated pages of each [starts[i], ends[i]) in address order, and how
@@ -219,30 +219,10 @@ class Memory:
         address order, and the range of each. Only blocks holding such pages are read:
         a block whose pages are all on the range's node or free is skipped by its
         counts, so the cost is O(blocks spanned + BLOCK per block read)."""
-        starts = np.asarray(starts, dtype=np.int64)
-        ends = np.asarray(ends, dtype=np.int64)
-        nodes = np.asarray(nodes, dtype=np.int64)
-        b0 = starts // BLOCK
-        nb = np.maximum((ends - 1) // BLOCK + 1 - b0, 0)
-        part = np.repeat(np.arange(len(starts)), nb)
-        blk = range_pages(b0, b0 + nb)
-        c = self.blocks[blk]
-        other = c.sum(axis=1, dtype=np.int64) - c[np.arange(len(blk)), nodes[part]]
-        blk, part = blk[other > 0], part[other > 0]
-        found, of = [], []
-        step = _BATCH // 4 // BLOCK  # 1 M addresses per pass: the temporaries stay small
-        for a in range(0, len(blk), step):
-            idx = (blk[a:a + step, None] * BLOCK + np.arange(BLOCK)).ravel()
-            prt = np.repeat(part[a:a + step], BLOCK)
-            ok = (idx >= starts[prt]) & (idx < ends[prt])
-            idx, prt = idx[ok], prt[ok]
-            v = self.node[idx]
-            ok = (v != UNALLOC) & (v != nodes[prt])
-            found.append(idx[ok])
-            of.append(prt[ok])
-        if not found:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(found), np.concatenate(of)
+        return kernels.pages_not_on(self.node, self.blocks,
+                                    np.asarray(starts, dtype=np.int64),
+                                    np.asarray(ends, dtype=np.int64),
+                                    np.asarray(nodes, dtype=np.int64), BLOCK)
 
 
 class PassTimes:
