@@ -172,3 +172,18 @@ def test_movers_from_the_block_counts_equal_a_page_by_page_placement(seed):
         mv = live[mem.node[live] != desired[live]]
         assert len(mv) > 0
         assert np.array_equal(pages, mv) and np.array_equal(dst, desired[mv])
+
+
+def test_cuts_are_np_unique_of_the_bounds():
+    """The pieces' bounds from a sorted, disjoint field without a sort."""
+    from tierlab.policies.oracle import _cuts
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n = int(rng.integers(1, 200))
+        k = int(rng.integers(0, (n + 1) // 2 + 1))
+        pts = np.sort(rng.choice(n + 1, 2 * k, replace=False)).astype(np.int64)
+        s, e = pts[0::2], pts[1::2].copy()
+        if rng.random() < 0.5 and k > 1:
+            e[:-1] = s[1:]  # adjacent segments share a bound
+        np.testing.assert_array_equal(_cuts(s, e, n),
+                                      np.unique(np.concatenate(([0, n], s, e))))
