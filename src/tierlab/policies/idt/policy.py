@@ -250,11 +250,17 @@ class IDT(Policy):
     def _consequence(self, by, dec, k: int, amount) -> None:
         """Add `amount` (pages) to part k (0 demoted, 1 slow_hit, 2 promoted) of the
         decisions (node by - 1, number dec) still awaiting their reward."""
-        for b, d, x in zip(np.asarray(by).tolist(), np.asarray(dec).tolist(),
-                           np.asarray(amount).tolist()):
-            c = self._cons.get((b - 1, d))
+        key = (np.asarray(by, dtype=np.int64) - 1) * 256 + np.asarray(dec, dtype=np.int64)
+        x = np.asarray(amount, dtype=np.int64)
+        if key.shape[0] > 1:  # one sum per decision (a few), not a step per region
+            order = np.argsort(key, kind="stable")
+            key, x = key[order], x[order]
+            first = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+            key, x = key[first], np.add.reduceat(x, first)
+        for kk, xx in zip(key.tolist(), x.tolist()):
+            c = self._cons.get((kk // 256, kk % 256))
             if c is not None:
-                c[k] += x
+                c[k] += xx
 
     # -- every sampling interval (IDT's monitor) -----------------------------------
     def _on_sample(self, mon, now: float, acc) -> None:
