@@ -152,10 +152,44 @@ def _runs_order_py(keys):
     return order
 
 
+def _move_one_py(node_map, bits, use_bits, blocks, used, block, p, c, d):
+    # page p from node c to d: page map, node bitmaps, pages per node and per block
+    node_map[p] = d
+    if use_bits:
+        b = np.uint64(1) << np.uint64(p & 63)
+        bits[c, p >> 6] &= ~b
+        bits[d, p >> 6] |= b
+    used[d] += 1
+    used[c] -= 1
+    q = p // block
+    blocks[q, c] -= 1
+    blocks[q, d] += 1
+
+
+def _account_one_py(p, c, d, r, w, sums, counts, rank, epoch, stamp):
+    # a moved page's rates by node (summed in page order, as np.bincount does), its
+    # move counts and, by rank, promotion (1; 2 if a ping-pong: promoted within one
+    # stamp of its demotion, uint8 arithmetic) or demotion (0, the page stamped)
+    sums[0, d] += r
+    sums[1, c] += r
+    sums[2, d] += w
+    sums[3, c] += w
+    counts[0, c] += 1
+    counts[1, d] += 1
+    if rank[d] < rank[c]:
+        st = np.int64(epoch[p])
+        if st != 0 and ((stamp - st) & 255) % 255 <= 1:
+            return 2
+        return 1
+    epoch[p] = stamp
+    return 0
+
+
 #: helpers kernels call, compiled by `_kernel` before any kernel (each `X` is `X_py`
 #: until then)
-_HELPERS = ("_upper", "_lower", "_runs_order")
+_HELPERS = ("_upper", "_lower", "_runs_order", "_move_one", "_account_one")
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
+_move_one, _account_one = _move_one_py, _account_one_py
 
 
 def _poll_faults_py(pages, works, arm, arm_t, ta, wa, lo, now, flag):
@@ -469,20 +503,8 @@ def _bits_range_py(bits, row, start, end, value):
 
 def _move_pages_py(node_map, bits, use_bits, blocks, used, pages, cur, dsts, block):
     # Memory.move: page map, node bitmaps, pages per node and per block, one pass
-    one = np.uint64(1)
     for i in range(pages.shape[0]):
-        p = pages[i]
-        c, d = cur[i], dsts[i]
-        node_map[p] = d
-        if use_bits:
-            b = one << np.uint64(p & 63)
-            bits[c, p >> 6] &= ~b
-            bits[d, p >> 6] |= b
-        used[d] += 1
-        used[c] -= 1
-        q = p // block
-        blocks[q, c] -= 1
-        blocks[q, d] += 1
+        _move_one(node_map, bits, use_bits, blocks, used, block, pages[i], cur[i], dsts[i])
 
 
 def _set_active_py(flags, node_map, pages, on, active, setbits, keep, nr_active, row,
@@ -541,20 +563,9 @@ def _relocate_sums_py(pages, cur, dsts, starts, ends, read, write, rank, epoch, 
         if j >= 0 and p < ends[j]:
             r = read[j]
             w = write[j]
-        c, d = cur[i], dsts[i]
-        sums[0, d] += r
-        sums[1, c] += r
-        sums[2, d] += w
-        sums[3, c] += w
-        counts[0, c] += 1
-        counts[1, d] += 1
-        if rank[d] < rank[c]:
-            npro += 1
-            st = np.int64(epoch[p])
-            if st != 0 and ((stamp - st) & 255) % 255 <= 1:
-                pingpong += 1
-        else:
-            epoch[p] = stamp
+        k = _account_one(p, cur[i], dsts[i], r, w, sums, counts, rank, epoch, stamp)
+        npro += k > 0
+        pingpong += k == 2
     return npro, pingpong
 
 
@@ -582,7 +593,6 @@ def _relocate_ranges_py(node_map, bits, use_bits, blocks, used, block, flags, ma
     # move_counts and relocate_sums do to a page list (none of them reads what another
     # writes, so one pass in page order does the same); returns (moved, promotions,
     # ping-pongs)
-    one = np.uint64(1)
     m = f_starts.shape[0]
     n = 0
     npro = 0
@@ -598,19 +608,8 @@ def _relocate_ranges_py(node_map, bits, use_bits, blocks, used, block, flags, ma
             if n >= room:
                 break
             n += 1
-            # move_pages
-            node_map[p] = dst
-            if use_bits:
-                b = one << np.uint64(p & 63)
-                bits[c, p >> 6] &= ~b
-                bits[dst, p >> 6] |= b
-            used[dst] += 1
-            used[c] -= 1
-            q = p // block
-            blocks[q, c] -= 1
-            blocks[q, dst] += 1
-            # move_counts
-            if flags[p] & mask:
+            _move_one(node_map, bits, use_bits, blocks, used, block, p, c, dst)
+            if flags[p] & mask:  # move_counts
                 nr[c] -= 1
                 nr[dst] += 1
             # relocate_sums (the segment by a forward walk: p ascends within a range)
@@ -621,19 +620,9 @@ def _relocate_ranges_py(node_map, bits, use_bits, blocks, used, block, flags, ma
             if j >= 0 and p < f_ends[j]:
                 rr = read[j]
                 ww = write[j]
-            sums[0, dst] += rr
-            sums[1, c] += rr
-            sums[2, dst] += ww
-            sums[3, c] += ww
-            counts[0, c] += 1
-            counts[1, dst] += 1
-            if rank[dst] < rank[c]:
-                npro += 1
-                st = np.int64(epoch[p])
-                if st != 0 and ((stamp - st) & 255) % 255 <= 1:
-                    pingpong += 1
-            else:
-                epoch[p] = stamp
+            k = _account_one(p, c, dst, rr, ww, sums, counts, rank, epoch, stamp)
+            npro += k > 0
+            pingpong += k == 2
     return n, npro, pingpong
 
 
@@ -698,36 +687,30 @@ def _range_node_counts_py(node_map, starts, ends, nnodes):
 def _pages_not_on_py(node_map, blocks, starts, ends, nodes, block):
     # Memory.pages_not_on: the blocks with allocated pages off the range's node (by
     # their counts), then their pages in the range off it, range by range
-    bound = 0
-    for i in range(starts.shape[0]):
-        s, e, d = starts[i], ends[i], nodes[i]
-        if e <= s:
-            continue
-        for b in range(s // block, (e - 1) // block + 1):
-            other = np.int64(0)
-            for k in range(blocks.shape[1]):
-                other += blocks[b, k]
-            if other - blocks[b, d] > 0:
-                bound += min(e, (b + 1) * block) - max(s, b * block)
-    pages = np.empty(bound, np.int64)
-    of = np.empty(bound, np.int64)
+    pages = np.empty(1024, np.int64)
+    of = np.empty(1024, np.int64)
     n = 0
     for i in range(starts.shape[0]):
         s, e, d = starts[i], ends[i], nodes[i]
-        if e <= s:
-            continue
-        for b in range(s // block, (e - 1) // block + 1):
-            other = np.int64(0)
+        for b in range(s // block, (e - 1) // block + 1 if e > s else s // block):
+            other = -np.int64(blocks[b, d])
             for k in range(blocks.shape[1]):
                 other += blocks[b, k]
-            if other - blocks[b, d] > 0:
-                for p in range(max(s, b * block), min(e, (b + 1) * block)):
-                    v = node_map[p]
-                    if v != 255 and v != d:
-                        pages[n] = p
-                        of[n] = i
-                        n += 1
-    return pages[:n], of[:n]
+            if other <= 0:
+                continue  # every allocated page of the block is on d
+            lo, hi = max(s, b * block), min(e, (b + 1) * block)
+            if n + hi - lo > pages.shape[0]:  # grow: at least double
+                size = max(2 * pages.shape[0], n + hi - lo)
+                p2, o2 = np.empty(size, np.int64), np.empty(size, np.int64)
+                p2[:n], o2[:n] = pages[:n], of[:n]
+                pages, of = p2, o2
+            for p in range(lo, hi):
+                v = node_map[p]
+                if v != 255 and v != d:
+                    pages[n] = p
+                    of[n] = i
+                    n += 1
+    return pages[:n].copy(), of[:n].copy()
 
 
 def _fill_ranges_py(arr, starts, ends, value):
