@@ -607,3 +607,34 @@ def test_range_node_counts_and_pages_not_on_read_the_page_map(npages, nranges, s
                                 d.astype(np.int64), block)
     np.testing.assert_array_equal(p, np.concatenate(want_p or [np.zeros(0, int)]))
     np.testing.assert_array_equal(r, np.concatenate(want_r or [np.zeros(0, int)]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 500), st.integers(2, 5), st.booleans(), st.integers(0, 2**31 - 1))
+def test_sub_expected_eps_is_one_pass_per_epoch(n, ne, by_page, seed):
+    """Every epoch in one pass: the same bits as sub_expected epoch after epoch."""
+    from tierlab.field import RateField
+    from tierlab.monitors.source import _FieldTables
+    rng = np.random.default_rng(seed)
+    npages = 1000
+    tabs = []
+    for _ in range(ne):
+        cuts = np.unique(rng.integers(0, npages + 1, 2 * int(rng.integers(0, 8))))
+        s, e = cuts[:-1:2], cuts[1::2]
+        m = min(len(s), len(e))
+        f = RateField(s[:m], e[:m], rng.random(m), rng.random(m), npages)
+        tabs.append(_FieldTables(f))
+    pages = rng.integers(0, npages, n)
+    which = rng.integers(0, 4, npages if by_page else n)
+    w_tab = rng.random(4) * 10
+    w_a, use_max, whi = rng.random(ne) * 10, rng.random(ne) < 0.5, rng.random(ne) * 20
+    want = np.empty(n)
+    for k, t in enumerate(tabs):
+        kernels.sub_expected(want, pages, which, by_page, w_tab, t.starts, t.rate["all"],
+                             t.E, w_a[k], bool(use_max[k]), whi[k], init=k == 0)
+    cat = (np.concatenate([t.starts for t in tabs]),
+           np.cumsum([0] + [t.starts.shape[0] for t in tabs]).astype(np.int64),
+           np.concatenate([t.rate["all"] for t in tabs]), np.concatenate([t.E for t in tabs]))
+    got = np.empty(n)
+    kernels.sub_expected_eps(got, pages, which, by_page, w_tab, cat, w_a, use_max, whi)
+    np.testing.assert_array_equal(got, want)

@@ -344,6 +344,25 @@ def _sub_expected_py(lam, pages, which, by_page, w_tab, starts, rate, ends, w_a,
         lam[i] = (0.0 if init else lam[i]) - r * max(whi - wlo, 0.0)
 
 
+def _sub_expected_eps_py(lam, pages, which, by_page, w_tab, starts, soff, rate, ends, w_a,
+                        use_max, whi):
+    # sub_expected over every epoch k (tables concatenated: starts[soff[k]:soff[k+1]],
+    # rate and ends rows from soff[k] + k, each table with its sentinel row first), the
+    # epochs summed in order per page: the same operations as one pass per epoch
+    ne = soff.shape[0] - 1
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        w0 = w_tab[which[p] if by_page else which[i]]
+        acc = 0.0
+        for k in range(ne):
+            a = soff[k]
+            j = _upper(starts, p, a, soff[k + 1]) + k  # the row of table k
+            r = rate[j] * (1.0 if p < ends[j] else 0.0)
+            wlo = max(w0, w_a[k]) if use_max[k] else w0
+            acc = acc - r * max(whi[k] - wlo, 0.0)
+        lam[i] = acc
+
+
 def _below_neg_py(u, x, out):
     for i in range(u.shape[0]):
         out[i] = u[i] < -x[i]
@@ -857,7 +876,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
        "poll_faults": _poll_faults_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
-       "below_neg": _below_neg_py,
+       "below_neg": _below_neg_py, "sub_expected_eps": _sub_expected_eps_py,
        "first_seen": _first_seen_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py}
 
@@ -940,6 +959,17 @@ def sub_expected(lam, pages, which, by_page: bool, w_tab, starts, rate, ends, w_
     for expm1 without a negation pass."""
     _kernel("sub_expected")(lam, pages, which, bool(by_page), w_tab, starts, rate, ends,
                             float(w_a), bool(use_max), float(whi), bool(init))
+
+
+def sub_expected_eps(lam, pages, which, by_page: bool, w_tab, cat, w_a, use_max,
+                     whi) -> None:
+    """`sub_expected` for every epoch of a table lookup in one pass over the pages:
+    lam[i] = 0 - (epoch 0's expected accesses) - (epoch 1's) ..., in that order, so the
+    same bits as one `sub_expected` per epoch. `cat`: the epochs' (starts, offsets,
+    rates, ends) concatenated (`RateSource._concat`); w_a, use_max, whi per epoch."""
+    starts, soff, rate, ends = cat
+    _kernel("sub_expected_eps")(lam, pages, which, bool(by_page), w_tab, starts, soff,
+                                rate, ends, w_a, use_max, whi)
 
 
 def below_neg(u, x, out) -> None:

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..engine.timeline import Timeline
 from ..field import RateField
-from ..kernels import below_neg, sub_expected, table_min
+from ..kernels import below_neg, sub_expected, sub_expected_eps, table_min
 
 _KINDS = ("read", "write", "all")
 
@@ -165,10 +165,28 @@ class RateSource(AccessSource):
         self.timeline = timeline
         self.node_of = node_of
         self._tables: dict[int, _FieldTables] = {}
+        self._cats: dict = {}  # epochs' tables concatenated (`_concat`)
 
     @property
     def npages(self) -> int:
         return self.timeline.field.npages
+
+    def _concat(self, tabs):
+        """The tables' starts, offsets, rates and ends concatenated for
+        `kernels.sub_expected_eps` (the last few sets kept: the CLOCK hands ask with
+        the same epochs pass after pass)."""
+        key = tuple(id(t) for t in tabs)
+        hit = self._cats.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], tabs)):
+            return hit[1]
+        cat = (np.concatenate([t.starts for t in tabs]),
+               np.cumsum([0] + [t.starts.shape[0] for t in tabs]).astype(np.int64),
+               np.concatenate([t.rate["all"] for t in tabs]),
+               np.concatenate([t.E for t in tabs]))
+        if len(self._cats) >= 4:
+            self._cats.pop(next(iter(self._cats)))
+        self._cats[key] = (tabs, cat)
+        return cat
 
     def _tab(self, f: RateField) -> _FieldTables:
         t = self._tables.get(id(f))
@@ -269,17 +287,26 @@ class RateSource(AccessSource):
                 break
             eps.append((self._tab(tl.fields[k]), float(tl.work_at(a)), a > tmin,
                         float(tl.work_at(min(t1, b)))))
+        if len(eps) > 1:
+            cat = self._concat(tuple(e[0] for e in eps))
+            per_ep = (np.array([e[1] for e in eps]), np.array([e[2] for e in eps]),
+                      np.array([e[3] for e in eps]))
         step = min(self.TABLE_CHUNK, n)
         lam_buf, u_buf = np.empty(step), np.empty(step)  # reused: no fresh pages per chunk
         for c in range(0, n, step):
             lam, u = lam_buf[:min(step, n - c)], u_buf[:min(step, n - c)]
             if not eps:
                 lam[:] = 0.0
-            for k, (tab, w_a, use_max, whi) in enumerate(eps):  # -lam, summed negated
+            if len(eps) == 1:  # -lam, summed negated
+                tab, w_a, use_max, whi = eps[0]
                 sub_expected(lam, pages[c:c + step],
                              which if by_page else which[c:c + step], by_page, w_tab,
                              tab.starts, tab.rate["all"], tab.E, w_a, use_max, whi,
-                             init=k == 0)
+                             init=True)
+            elif eps:  # every epoch in one pass
+                sub_expected_eps(lam, pages[c:c + step],
+                                 which if by_page else which[c:c + step], by_page, w_tab,
+                                 cat, *per_ep)
             np.expm1(lam, out=lam)  # expm1(-lam), in place
             rng.random(out=u)
             below_neg(u, lam, out[c:c + step])  # u < -expm1(-lam) = 1 - exp(-lam)
