@@ -456,3 +456,17 @@ def test_record_cap_with_repeated_keys_does_not_crash():
         bits.test_and_clear(0, keys, 0.1 * (i + 1))
     assert bits.stored(0) <= 400
     assert bits.test(0, keys, 0.5).dtype == bool
+
+
+def test_sorted_batch_is_the_stable_order_with_and_without_ties():
+    """The hint faults' batches: numpy's unstable sort where no two works are equal,
+    the stable order where some are (ties, -0.0 and 0.0, NaN)."""
+    from tierlab.monitors.hint_faults import _sorted_batch
+    rng = np.random.default_rng(5)
+    for wf in (rng.exponential(size=5000), np.round(rng.random(5000) * 30),
+               np.array([0.0, -0.0, 1.0, 0.0, -0.0]), np.array([np.nan, 1.0, np.nan, 0.5])):
+        pages = np.arange(wf.shape[0], dtype=np.int32)
+        b = _sorted_batch(wf, pages, pages.astype(np.uint32))
+        order = np.argsort(wf, kind="stable")
+        np.testing.assert_array_equal(b.pages, pages[order])
+        np.testing.assert_array_equal(b.wf, wf[order])
