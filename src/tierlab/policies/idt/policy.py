@@ -270,14 +270,14 @@ class IDT(Policy):
                           self.top)
         if seen.size == 0:
             return
-        by = self.demoted_by[(regs.start[seen] + regs.end[seen] - 1) // 2]
+        mid = (regs.start[seen] + regs.end[seen] - 1) // 2  # the pages seen_below read
+        by = self.demoted_by[mid]
         mine = by > 0
         if mine.any():
             j = seen[mine]
             size = regs.end[j] - regs.start[j]
             self.counts["slow_hit"] += int(size.sum())
-            self._consequence(by[mine], self.demoted_in[(regs.start[j] + regs.end[j] - 1)
-                                                        // 2], 1, size)
+            self._consequence(by[mine], self.demoted_in[mid[mine]], 1, size)
             node = node_map[(regs.start + regs.end - 1) // 2]
             self._arp(j, regs, node.astype(np.int64))
 
