@@ -160,44 +160,10 @@ def _runs_order_py(keys):
     return order
 
 
-def _move_one_py(node_map, bits, use_bits, blocks, used, block, p, c, d):
-    # page p from node c to d: page map, node bitmaps, pages per node and per block
-    node_map[p] = d
-    if use_bits:
-        b = np.uint64(1) << np.uint64(p & 63)
-        bits[c, p >> 6] &= ~b
-        bits[d, p >> 6] |= b
-    used[d] += 1
-    used[c] -= 1
-    q = p // block
-    blocks[q, c] -= 1
-    blocks[q, d] += 1
-
-
-def _account_one_py(p, c, d, r, w, sums, counts, rank, epoch, stamp):
-    # a moved page's rates by node (summed in page order, as np.bincount does), its
-    # move counts and, by rank, promotion (1; 2 if a ping-pong: promoted within one
-    # stamp of its demotion, uint8 arithmetic) or demotion (0, the page stamped)
-    sums[0, d] += r
-    sums[1, c] += r
-    sums[2, d] += w
-    sums[3, c] += w
-    counts[0, c] += 1
-    counts[1, d] += 1
-    if rank[d] < rank[c]:
-        st = np.int64(epoch[p])
-        if st != 0 and ((stamp - st) & 255) % 255 <= 1:
-            return 2
-        return 1
-    epoch[p] = stamp
-    return 0
-
-
 #: helpers kernels call, compiled by `_kernel` before any kernel (each `X` is `X_py`
 #: until then)
-_HELPERS = ("_upper", "_lower", "_runs_order", "_move_one", "_account_one")
+_HELPERS = ("_upper", "_lower", "_runs_order")
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
-_move_one, _account_one = _move_one_py, _account_one_py
 
 
 def _poll_faults_py(pages, works, arm, arm_t, ta, wa, lo, now, flag):
@@ -530,8 +496,20 @@ def _bits_range_py(bits, row, start, end, value):
 
 def _move_pages_py(node_map, bits, use_bits, blocks, used, pages, cur, dsts, block):
     # Memory.move: page map, node bitmaps, pages per node and per block, one pass
+    one = np.uint64(1)
     for i in range(pages.shape[0]):
-        _move_one(node_map, bits, use_bits, blocks, used, block, pages[i], cur[i], dsts[i])
+        p = pages[i]
+        c, d = cur[i], dsts[i]
+        node_map[p] = d
+        if use_bits:
+            b = one << np.uint64(p & 63)
+            bits[c, p >> 6] &= ~b
+            bits[d, p >> 6] |= b
+        used[d] += 1
+        used[c] -= 1
+        q = p // block
+        blocks[q, c] -= 1
+        blocks[q, d] += 1
 
 
 def _set_active_py(flags, node_map, pages, on, active, setbits, keep, nr_active, row,
@@ -590,9 +568,20 @@ def _relocate_sums_py(pages, cur, dsts, starts, ends, read, write, rank, epoch, 
         if j >= 0 and p < ends[j]:
             r = read[j]
             w = write[j]
-        k = _account_one(p, cur[i], dsts[i], r, w, sums, counts, rank, epoch, stamp)
-        npro += k > 0
-        pingpong += k == 2
+        c, d = cur[i], dsts[i]
+        sums[0, d] += r
+        sums[1, c] += r
+        sums[2, d] += w
+        sums[3, c] += w
+        counts[0, c] += 1
+        counts[1, d] += 1
+        if rank[d] < rank[c]:
+            npro += 1
+            st = np.int64(epoch[p])
+            if st != 0 and ((stamp - st) & 255) % 255 <= 1:
+                pingpong += 1
+        else:
+            epoch[p] = stamp
     return npro, pingpong
 
 
@@ -619,7 +608,9 @@ def _relocate_ranges_py(node_map, bits, use_bits, blocks, used, block, flags, ma
     # first `room` allocated pages not on dst get, page by page, what move_pages,
     # move_counts and relocate_sums do to a page list (none of them reads what another
     # writes, so one pass in page order does the same); returns (moved, promotions,
-    # ping-pongs)
+    # ping-pongs). Their per-page bodies are repeated here on purpose: as compiled
+    # helpers (even inlined) the pass took 4x as long (60fdac1, reverted)
+    one = np.uint64(1)
     m = f_starts.shape[0]
     n = 0
     npro = 0
@@ -635,8 +626,19 @@ def _relocate_ranges_py(node_map, bits, use_bits, blocks, used, block, flags, ma
             if n >= room:
                 break
             n += 1
-            _move_one(node_map, bits, use_bits, blocks, used, block, p, c, dst)
-            if flags[p] & mask:  # move_counts
+            # move_pages
+            node_map[p] = dst
+            if use_bits:
+                b = one << np.uint64(p & 63)
+                bits[c, p >> 6] &= ~b
+                bits[dst, p >> 6] |= b
+            used[dst] += 1
+            used[c] -= 1
+            q = p // block
+            blocks[q, c] -= 1
+            blocks[q, dst] += 1
+            # move_counts
+            if flags[p] & mask:
                 nr[c] -= 1
                 nr[dst] += 1
             # relocate_sums (the segment by a forward walk: p ascends within a range)
@@ -647,9 +649,19 @@ def _relocate_ranges_py(node_map, bits, use_bits, blocks, used, block, flags, ma
             if j >= 0 and p < f_ends[j]:
                 rr = read[j]
                 ww = write[j]
-            k = _account_one(p, c, dst, rr, ww, sums, counts, rank, epoch, stamp)
-            npro += k > 0
-            pingpong += k == 2
+            sums[0, dst] += rr
+            sums[1, c] += rr
+            sums[2, dst] += ww
+            sums[3, c] += ww
+            counts[0, c] += 1
+            counts[1, dst] += 1
+            if rank[dst] < rank[c]:
+                npro += 1
+                st = np.int64(epoch[p])
+                if st != 0 and ((stamp - st) & 255) % 255 <= 1:
+                    pingpong += 1
+            else:
+                epoch[p] = stamp
     return n, npro, pingpong
 
 
