@@ -191,6 +191,46 @@ def test_tiering08_scans_only_slow_nodes():
     assert armed[node == 1].all() and not armed[node == 0].any()
 
 
+def _scan_range_in_one_read(sc, start, end):
+    """The scan step's pages as it read them before `_scan_range` (all of [start, end)
+    at once, then cut after the range that passed the budget)."""
+    idx = np.flatnonzero(sc.eligible[sc.sim.mem.node[start:end]]) + start
+    armed = sc.is_armed(idx)
+    new = ~armed
+    if new.any():
+        b = idx[new] // sc.BLOCK
+        blocks = b[np.concatenate(([True], b[1:] != b[:-1]))]
+        limit = -(-sc.scan_pages // sc.BLOCK)
+        if len(blocks) > limit:
+            end = int(blocks[limit - 1] + 1) * sc.BLOCK
+            keep = idx < end
+            idx, armed, new = idx[keep], armed[keep], new[keep]
+    return idx, armed, new, end
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_tiering08_scan_step_reads_in_pieces_as_in_one(seed):
+    """A step reads its 8 x scan_size in pieces and stops once a 2 MiB range past the
+    budget holds PTEs to change: the same pages, flags and end as one read of it all,
+    with budgets met exactly, missed, passed by one range, and ranges already armed."""
+    sim, w = _sim("tiering-0.8")
+    _start(sim, w)
+    sc = sim.policy.scanner
+    rng = np.random.default_rng(seed)
+    n = sim.mem.npages
+    sc.scan_pages = int(rng.choice([300, 512, 1024, 1500]))
+    sc.armed[:] = rng.random(n) < rng.choice([0.0, 0.5, 0.97, 1.0])
+    sc.armed[: int(rng.integers(0, n))] = True  # long armed runs: ranges without changes
+    for _ in range(20):
+        start = int(rng.integers(0, n))
+        end = min(n, start + int(rng.integers(1, 8 * sc.scan_pages + 1)))
+        want = _scan_range_in_one_read(sc, start, end)
+        got = sc._scan_range(start, end)
+        for g, x in zip(got[:3], want[:3]):
+            np.testing.assert_array_equal(g, x)
+        assert got[3] == want[3]
+
+
 def test_tiering08_hot_threshold_on_fault_latency():
     sim, w = _sim("tiering-0.8")
     _start(sim, w)

@@ -1,6 +1,7 @@
 """The compiled kernels return exactly what the numpy expressions they replace return
 (issue 18: results identical whichever runs)."""
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -607,6 +608,60 @@ def test_range_node_counts_and_pages_not_on_read_the_page_map(npages, nranges, s
                                 d.astype(np.int64), block)
     np.testing.assert_array_equal(p, np.concatenate(want_p or [np.zeros(0, int)]))
     np.testing.assert_array_equal(r, np.concatenate(want_r or [np.zeros(0, int)]))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 5000), st.integers(0, 2), st.integers(0, 2**31 - 1))
+def test_pages_by_byte_is_the_stable_argsort_of_the_nodes_pages(npages, node_id, seed):
+    """AutoTiering's LAP list: the node's pages stably sorted by lut[byte], as numpy's
+    stable argsort over flatnonzero orders them; a page map that disagrees with its
+    block counts is an error, not a short list."""
+    rng = np.random.default_rng(seed)
+    node = rng.choice(np.array([0, 1, 2, 255], dtype=np.uint8), npages,
+                      p=[0.4, 0.3, 0.1, 0.2])
+    node[: int(rng.integers(0, npages))] = 1  # long runs off the node: blocks skipped
+    byte = rng.integers(0, 256, npages, dtype=np.uint8)
+    lut = rng.integers(0, 18, 256).astype(np.uint8)
+    block = 64
+    nb = -(-npages // block)
+    pad = np.full(nb * block, 255, np.uint8)
+    pad[:npages] = node
+    blocks = np.stack([(pad.reshape(nb, block) == k).sum(axis=1) for k in range(3)],
+                      axis=1).astype(np.int32)
+    pages = np.flatnonzero(node == node_id)
+    want = pages[np.argsort(lut[byte[pages]], kind="stable")]
+    np.testing.assert_array_equal(kernels.pages_by_byte(node, blocks, block, node_id, byte,
+                                                        lut), want)
+    if pages.shape[0]:
+        blocks[pages[0] // block, node_id] += 1
+        with pytest.raises(RuntimeError, match="block counts"):
+            kernels.pages_by_byte(node, blocks, block, node_id, byte, lut)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 400), st.booleans(), st.integers(0, 2**31 - 1))
+def test_spend_budgets_is_the_numpy_epoch_step(n, per_page, seed):
+    """A lazy first-access epoch in one pass: the same hits, budgets and remainders
+    (bit for bit) as the numpy passes it replaced, with zero rates, spent (inf) and
+    NaN budgets among the pages."""
+    rng = np.random.default_rng(seed)
+    rate = rng.choice([0.0, 1e-9, 0.5, 2.0, 1e6], n) * rng.random(n)
+    rem = rng.exponential(size=n)
+    rem[rng.random(n) < 0.1] = np.inf
+    rem[rng.random(n) < 0.05] = np.nan
+    rem[rng.random(n) < 0.05] = 0.0
+    dw = rng.random(n if per_page else 1) * 3
+    want = rem.copy()
+    lam = rate * dw
+    hit = np.flatnonzero(lam >= want)
+    hit = hit[rate[hit] > 0]
+    left = want[hit].copy()
+    want[hit] = np.inf
+    want -= lam
+    got_hit, got_left = kernels.spend_budgets(rate, dw, rem)
+    np.testing.assert_array_equal(got_hit, hit)
+    np.testing.assert_array_equal(got_left, left)
+    np.testing.assert_array_equal(rem, want)
 
 
 @settings(max_examples=60, deadline=None)

@@ -37,6 +37,11 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   rates by node, promotions and ping-pongs) and the LRU's activation, one pass each
   where numpy made ten: 58 M pages moved and 67 M (de)activated in multi-clock's first
   100 s of bench_scale.
+- `pages_by_byte`: AutoTiering's LAP list (a node's pages by access-history level), a
+  counting sort over the blocks holding the node's pages, into a reused buffer
+  (bench_memsim's autotiering: 12.6 -> about 8.5 s).
+- `spend_budgets`: one epoch of the lazy first-access search of the `HintFaults`
+  primitive (Tiering-0.8's and AutoTiering's scanner), where numpy made four passes.
 - `cooled_bins`, `memtis_cool`: MEMTIS's per-page histogram of lazily cooled counts, and
   its huge-page cooling (get_idx, hot subpages, halving, the kept histogram) in one
   pass: bench_memsim's memtis at 10x the updates, 22.1 -> 19.1 s.
@@ -746,6 +751,64 @@ def _pages_not_on_py(node_map, blocks, starts, ends, nodes, block, pages, of, fi
     return n
 
 
+def _pages_by_byte_py(node_map, blocks, block, node, byte, lut, out):
+    # the pages on `node` in address order, stably sorted by lut[byte[p]] into out (a
+    # counting sort over 256 keys: one pass counts, one places); only blocks whose
+    # counts hold pages of the node are read; returns how many pages were found
+    n = node_map.shape[0]
+    cnt = np.zeros(257, np.int64)
+    seen = 0
+    for b in range(blocks.shape[0]):
+        if blocks[b, node] == 0:
+            continue
+        for p in range(b * block, min((b + 1) * block, n)):
+            if node_map[p] == node:
+                cnt[lut[byte[p]] + 1] += 1
+                seen += 1
+    if seen != out.shape[0]:
+        return seen
+    for k in range(256):
+        cnt[k + 1] += cnt[k]
+    for b in range(blocks.shape[0]):
+        if blocks[b, node] == 0:
+            continue
+        for p in range(b * block, min((b + 1) * block, n)):
+            if node_map[p] == node:
+                k = lut[byte[p]]
+                out[cnt[k]] = p
+                cnt[k] += 1
+    return seen
+
+
+def _spend_budgets_py(rate, dw, rem):
+    # RateSource.first_access_lazy's epoch step: lam = rate * dw; pages with
+    # lam >= rem and rate > 0 are hit (their index and budget returned, their budget
+    # set to inf); every budget then loses lam (inf stays inf). A counting pass first,
+    # so no buffer is larger than the hits (growing one in the loop made numba's loop
+    # ten times slower)
+    n = rate.shape[0]
+    one = dw.shape[0] == 1
+    k = 0
+    for i in range(n):
+        r = rate[i]
+        if r * (dw[0] if one else dw[i]) >= rem[i] and r > 0:
+            k += 1
+    hit = np.empty(k, np.int64)
+    left = np.empty(k)
+    k = 0
+    for i in range(n):
+        r = rate[i]
+        lam = r * (dw[0] if one else dw[i])
+        b = rem[i]
+        if lam >= b and r > 0:
+            hit[k] = i
+            left[k] = b
+            k += 1
+            b = np.inf
+        rem[i] = b - lam
+    return hit, left
+
+
 def _fill_ranges_py(arr, starts, ends, value):
     for r in range(starts.shape[0]):
         for p in range(starts[r], ends[r]):
@@ -883,7 +946,8 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "range_movable": _range_movable_py, "fill_ranges": _fill_ranges_py,
        "relocate_ranges": _relocate_ranges_py, "draw_pairs": _draw_pairs_py,
        "seen_below": _seen_below_py, "range_node_counts": _range_node_counts_py,
-       "pages_not_on": _pages_not_on_py, "bisect_throughput": _bisect_throughput_py,
+       "pages_not_on": _pages_not_on_py, "pages_by_byte": _pages_by_byte_py,
+       "spend_budgets": _spend_budgets_py, "bisect_throughput": _bisect_throughput_py,
        "pages_on_bits": _pages_on_bits_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
@@ -1186,6 +1250,38 @@ def pages_not_on(node_map, blocks, starts, ends, nodes, block: int):
     pages, of = np.empty(n, np.int64), np.empty(n, np.int64)
     k(node_map, blocks, starts, ends, nodes, np.int64(block), pages, of, True)
     return pages, of
+
+
+def pages_by_byte(node_map, blocks, block: int, node: int, byte, lut,
+                  buf=None) -> np.ndarray:
+    """The pages on `node`, ordered by lut[byte[page]] (uint8), equal keys in address
+    order: what `np.argsort(lut[byte[p]], kind="stable")` gives over
+    `np.flatnonzero(node_map == node)`, in two passes over the blocks holding the
+    node's pages (`blocks`: pages per node per `block` addresses). Written into `buf`
+    (an int64 array, returned as its prefix) when it is large enough: a caller that
+    refreshes such a list often saves the page faults of a fresh array each time."""
+    total = int(blocks[:, node].sum())
+    if buf is None or buf.shape[0] < total:
+        buf = np.empty(total, np.int64)
+    out = buf[:total]
+    seen = _kernel("pages_by_byte")(node_map, blocks, np.int64(block), np.int64(node), byte,
+                                    np.ascontiguousarray(lut, dtype=np.uint8), out)
+    if seen != total:
+        raise RuntimeError(f"pages_by_byte: the page map holds {seen} pages of node "
+                           f"{node}, its block counts {total}")
+    return out
+
+
+def spend_budgets(rate, dw, rem):
+    """One epoch of a lazy first-access search in one pass (what
+    `hit = flatnonzero(rate * dw >= rem)`, `hit = hit[rate[hit] > 0]`, then
+    `rem[hit] = inf; rem -= rate * dw` computed; `dw` one work or one per page):
+    returns (hit, their budgets before the epoch); `rem` (float64) is updated in
+    place."""
+    dw = np.ascontiguousarray(dw, dtype=np.float64).reshape(-1)
+    if dw.shape[0] not in (1, rate.shape[0]):
+        raise ValueError(f"spend_budgets: {dw.shape[0]} works for {rate.shape[0]} pages")
+    return _kernel("spend_budgets")(np.ascontiguousarray(rate, dtype=np.float64), dw, rem)
 
 
 def fill_ranges(arr, starts, ends, value) -> None:

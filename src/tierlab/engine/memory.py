@@ -214,6 +214,12 @@ class Memory:
             out.append(idx[self.node[idx] == node])
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
+    def pages_by_byte(self, node: int, byte, lut, buf=None) -> np.ndarray:
+        """The pages on `node` ordered by lut[byte[page]], equal keys in address order
+        (a stable counting sort; only blocks holding the node's pages are read), in
+        `buf` if it is large enough (`kernels.pages_by_byte`)."""
+        return kernels.pages_by_byte(self.node, self.blocks, BLOCK, node, byte, lut, buf)
+
     def pages_not_on(self, starts, ends, nodes):
         """Allocated pages in each [starts[i], ends[i]) not on nodes[i], in range then
         address order, and the range of each. Only blocks holding such pages are read:

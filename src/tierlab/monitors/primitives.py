@@ -528,11 +528,20 @@ class HintFaults:
         """Merge sorted pages, none armed, armed at `now` with Exp(1) budgets `rem`."""
         self._live()
         n = pages.shape[0]
-        self._rcache = None  # the armed pages change
         if self._pages.size == 0:
             self._from = now
         keys = np.concatenate((self._pages, pages))
-        order = np.argsort(keys, kind="stable")
+        # pages above every armed one (a scanner's hand moving on) are already in
+        # order: the stable sort would return the identity, and the kept rates (see
+        # `poll`) extend by the new pages' own
+        append = self._pages.size == 0 or pages[0] > self._pages[-1]
+        order = slice(None) if append else np.argsort(keys, kind="stable")
+        c = getattr(self, "_rcache", None)
+        if append and c and c.get("n") == self._pages.shape[0]:
+            c["rate"] = np.concatenate((c["rate"], c["tab"].page_rate(pages)))
+            c["n"] = keys.shape[0]
+        else:
+            self._rcache = None  # the armed pages change
         self._pages = keys[order]
         self._arm = np.concatenate((self._arm, np.full(n, now)))[order]
         if isinstance(self._from, np.ndarray) or self._from != now:

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..engine.timeline import Timeline
 from ..field import RateField
-from ..kernels import below_neg, sub_expected, sub_expected_eps, table_min
+from ..kernels import below_neg, spend_budgets, sub_expected, sub_expected_eps, table_min
 
 _KINDS = ("read", "write", "all")
 
@@ -360,7 +360,6 @@ class RateSource(AccessSource):
         if n == 0:
             return (np.zeros(0, np.int64), times, rem) if sparse else (times, rem)
         done = []
-        lam = np.empty(n)
         for tab, wlo, dw in self._epochs(t0, float(t1)):
             if cache is not None and cache.get("tab") is tab and cache.get("n") == n:
                 rate = cache["rate"]
@@ -368,17 +367,12 @@ class RateSource(AccessSource):
                 rate = tab.page_rate(pages)
                 if cache is not None:
                     cache.update(tab=tab, rate=rate, n=n)
-            np.multiply(rate, dw, out=lam)
             # pages done in an earlier epoch hold rem = inf meanwhile, so they are not
-            # hit again; a budget never reaches 0 unhit, so `rate > 0` is checked on the
-            # hits only
-            hit = np.flatnonzero(lam >= rem)
-            hit = hit[rate[hit] > 0]
+            # hit again (one compiled pass: `kernels.spend_budgets`)
+            hit, left = spend_budgets(rate, dw, rem)
             if hit.shape[0]:
                 w = np.broadcast_to(wlo, (n,))[hit]
-                done.append((hit, tl.time_at_work(w + rem[hit] / rate[hit])))
-                rem[hit] = np.inf
-            np.subtract(rem, lam, out=rem)
+                done.append((hit, tl.time_at_work(w + left / rate[hit])))
         if not done:
             return (np.zeros(0, np.int64), times, rem) if sparse else (times, rem)
         hit = np.concatenate([h for h, _ in done])

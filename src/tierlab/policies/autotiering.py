@@ -200,6 +200,7 @@ class AutoTiering(Policy):
         self._kd_left = 0
         self._cand = None  # (node, time, pages sorted by level)
         self._cand_pos = 0
+        self._cand_buf = None  # the list's memory, refilled at each refresh (no page faults)
         self.counts = {"faults_local": 0, "promoted": 0, "promoted_pool": 0,
                        "promoted_ondemand": 0, "exchanged": 0, "demoted_ondemand": 0,
                        "demoted_background": 0, "fallback_migrated": 0,
@@ -219,6 +220,13 @@ class AutoTiering(Policy):
 
     def level(self, pages) -> np.ndarray:
         return _POP[self.hist[pages] & self.mask]
+
+    @property
+    def _lap_key(self) -> np.ndarray:
+        """The LAP order's key of each history byte: level, then not accessed in the
+        last scan."""
+        h = np.arange(256, dtype=np.uint8)
+        return (_POP[h & self.mask] << 1) | (h & 1)
 
     # -- helpers ----------------------------------------------------------------------
     def _room(self, node: int) -> int:
@@ -242,10 +250,9 @@ class AutoTiering(Policy):
         sim = self.sim
         c = self._cand
         if c is None or c[0] != node or now - c[1] >= self.refresh:
-            pages = np.flatnonzero(sim.mem.node == node)
-            key = (self.level(pages).astype(np.uint8) << 1) | (self.hist[pages] & 1)
-            order = np.argsort(key, kind="stable")
-            self._cand = (node, now, pages[order])
+            pages = sim.mem.pages_by_byte(node, self.hist, self._lap_key, self._cand_buf)
+            self._cand_buf = pages.base if pages.base is not None else pages  # reused
+            self._cand = (node, now, pages)
             self._cand_pos = 0
         pages = self._cand[2]
         pos = self._cand_pos

@@ -397,17 +397,7 @@ class NumaScanner(Monitor):
             self._poll(w, now, out)
         if self.lazy_windows:
             self._resolve_lazy(start, end, now)
-        idx = np.flatnonzero(self.eligible[mem.node[start:end]]) + start
-        armed = self.is_armed(idx)
-        new = ~armed
-        if new.any():
-            b = idx[new] // self.BLOCK  # sorted: unique without a hash or a sort
-            blocks = b[np.concatenate(([True], b[1:] != b[:-1]))]
-            limit = -(-self.scan_pages // self.BLOCK)
-            if len(blocks) > limit:
-                end = int(blocks[limit - 1] + 1) * self.BLOCK
-                keep = idx < end
-                idx, armed, new = idx[keep], armed[keep], new[keep]
+        idx, armed, new, end = self._scan_range(start, end)
         if self.on_scan is not None and len(idx):
             self.on_scan(idx, armed, now)
         fresh = idx[new]
@@ -420,6 +410,41 @@ class NumaScanner(Monitor):
         self.steps += 1
         self.hand = end
 
+
+    def _scan_range(self, start: int, end: int):
+        """The eligible pages a step walks from `start` (with whether each is armed, and
+        not), and where the step ends: at `end` (8 x scan_size), or at the end of the
+        2 MiB range that brought the ranges with PTEs to change past the scan_size
+        budget. Read in pieces of 2 x scan_size, cut at 2 MiB boundaries, so a step
+        stops reading once a range beyond the budget is found."""
+        mem = self.sim.mem
+        B = self.BLOCK
+        limit = -(-self.scan_pages // B)
+        step = max(2 * self.scan_pages, B)
+        parts, blocks, nblocks = [], [], 0
+        lo = start
+        while lo < end:
+            hi = min(end, max((lo + step) // B * B, lo + 1))
+            idx = np.flatnonzero(self.eligible[mem.node[lo:hi]]) + lo
+            armed = self.is_armed(idx)
+            new = ~armed
+            parts.append((idx, armed, new))
+            if new.any():
+                b = idx[new] // B  # sorted: unique without a hash or a sort
+                b = b[np.concatenate(([True], b[1:] != b[:-1]))]
+                blocks.append(b)
+                nblocks += b.shape[0]
+                if nblocks > limit:
+                    break
+            lo = hi
+        idx, armed, new = (np.concatenate(x) for x in zip(*parts)) if len(parts) > 1 \
+            else parts[0] if parts else (np.zeros(0, np.int64), np.zeros(0, bool),
+                                         np.zeros(0, bool))
+        if nblocks > limit:
+            end = int(np.concatenate(blocks)[limit - 1] + 1) * B
+            keep = idx < end
+            idx, armed, new = idx[keep], armed[keep], new[keep]
+        return idx, armed, new, end
 
     # -- faults ---------------------------------------------------------------------
     def _poll(self, w: _Armed, now: float, out: list) -> None:
