@@ -665,6 +665,64 @@ def test_spend_budgets_is_the_numpy_epoch_step(n, per_page, seed):
 
 
 @settings(max_examples=60, deadline=None)
+@given(st.integers(0, 300), st.integers(-5, 200), st.integers(0, 2**31 - 1))
+def test_halve_at_is_hemems_lazy_cooling_written_back(n, clock, seed):
+    """HeMem's lazy halving in one pass: `hemem.halve` of reads and writes, written back
+    with the clock, for repeated pages, clocks behind a page's and shifts past 62."""
+    from tierlab.policies.hemem import MAX_SHIFT, halve
+    rng = np.random.default_rng(seed)
+    nh = 50
+    reads = rng.integers(0, 2**62, nh)
+    writes = rng.integers(0, 1000, nh)
+    clk = rng.integers(-100, 150, nh)
+    hps = rng.integers(0, nh, n)
+    want_r, want_w = halve(reads[hps], clk[hps], clock), halve(writes[hps], clk[hps], clock)
+    wr, ww, wc = reads.copy(), writes.copy(), clk.copy()
+    wr[hps], ww[hps], wc[hps] = want_r, want_w, clock
+    r, w = kernels.halve_at(reads, writes, clk, hps, clock, MAX_SHIFT)
+    np.testing.assert_array_equal(r, want_r)
+    np.testing.assert_array_equal(w, want_w)
+    np.testing.assert_array_equal(reads, wr)
+    np.testing.assert_array_equal(writes, ww)
+    np.testing.assert_array_equal(clk, wc)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 300), st.integers(0, 100), st.booleans(), st.integers(0, 2**31 - 1))
+def test_tier_shares_is_colloids_numpy_view(nh, clock, down, seed):
+    """Colloid on HeMem: every tracked page cooled, and the two tiers' pages with their
+    shares, bit for bit as the numpy code (halve, a float sum, a division) gave them."""
+    from tierlab.policies.hemem import DRAM, MAX_SHIFT, NONE, NVM, halve
+    rng = np.random.default_rng(seed)
+    tier = rng.choice(np.array([NONE, DRAM, NVM], dtype=np.uint8), nh)
+    reads = rng.integers(0, 2**40, nh)
+    writes = rng.integers(0, 50, nh)
+    writes[rng.random(nh) < 0.3] = 0
+    if nh % 7 == 0:  # no counts at all: no shares, and no division by zero
+        reads[:], writes[:] = 0, 0
+    clk = rng.integers(0, 120, nh)
+    src_tier, dst_tier = (DRAM, NVM) if down else (NVM, DRAM)
+    live = np.flatnonzero(tier != NONE)
+    r, w = halve(reads[live], clk[live], clock), halve(writes[live], clk[live], clock)
+    count = (r + w).astype(float)
+    wr, ww, wc = reads.copy(), writes.copy(), clk.copy()
+    wr[live], ww[live], wc[live] = r, w, clock
+    total, src, dst, p_src, p_dst = kernels.tier_shares(
+        tier, reads, writes, clk, clock, MAX_SHIFT, NONE, src_tier, dst_tier)
+    assert total == count.sum()
+    np.testing.assert_array_equal(reads, wr)
+    np.testing.assert_array_equal(writes, ww)
+    np.testing.assert_array_equal(clk, wc)
+    np.testing.assert_array_equal(src, np.flatnonzero(tier == src_tier))
+    np.testing.assert_array_equal(dst, np.flatnonzero(tier == dst_tier))
+    share = np.zeros(nh)
+    if total > 0:
+        share[live] = count / count.sum()
+    np.testing.assert_array_equal(p_src, share[src])
+    np.testing.assert_array_equal(p_dst, share[dst])
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.integers(0, 500), st.integers(2, 5), st.booleans(), st.integers(0, 2**31 - 1))
 def test_sub_expected_eps_is_one_pass_per_epoch(n, ne, by_page, seed):
     """Every epoch in one pass: the same bits as sub_expected epoch after epoch."""

@@ -39,10 +39,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.memory import UNALLOC
+from ..kernels import tier_shares
 from ..units import PAGE, parse_duration, parse_size
 from ..workloads._common import parse_choice, parse_number
 from .base import POLICIES
-from .hemem import DRAM, HP, NONE, NVM, HeMem
+from .hemem import DRAM, HP, MAX_SHIFT, NONE, NVM, HeMem
 from .tpp import Tpp
 
 ACCESS_BYTES = 64
@@ -191,16 +192,12 @@ class ColloidHeMem(HeMem):
             return
         down = l_d > l_a  # hot pages leave the default tier
         src_tier, dst_tier = (DRAM, NVM) if down else (NVM, DRAM)
-        live = np.flatnonzero(self.tier != NONE)
-        r, w = self._halve(live)
-        count = (r + w).astype(float)
-        total = count.sum()
+        # every tracked page cooled, and the shares of the two tiers' pages
+        total, src, dst, p_src, p_dst = tier_shares(
+            self.tier, self.reads, self.writes, self.clk, self.clock, MAX_SHIFT, NONE,
+            src_tier, dst_tier)
         if total <= 0:
             return
-        share = np.zeros(self.tier.shape[0])
-        share[live] = count / total
-        src = np.flatnonzero(self.tier == src_tier)
-        dst = np.flatnonzero(self.tier == dst_tier)
         mem = self.sim.mem
         if down:
             free = sum(max(int(mem.free[n] - mem.wmark_min[n]), 0) for n in self.lower)
@@ -208,10 +205,9 @@ class ColloidHeMem(HeMem):
             free = max(int(mem.free[self.top] - mem.wmark_low[self.top]), 0)
         limit = min(self.sim.scaled_bytes(self.limit), dp * self.view.traffic * ACCESS_BYTES)
         most = max(int(limit // (2 * HP * PAGE)), 1)  # a pair copies two 2 MiB pages
-        p_dst = share[dst]
         if down:  # a zero-count page of the alternate tier is never promoted
             p_dst = np.where(p_dst > 0, p_dst, np.inf)
-        pairs = pick_pairs(share[src], p_dst, free // HP, dp, most)
+        pairs = pick_pairs(p_src, p_dst, free // HP, dp, most)
         if not pairs:
             return
         moving = src[[i for i, _ in pairs]]

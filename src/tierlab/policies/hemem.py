@@ -68,6 +68,7 @@ import numpy as np
 
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
+from ..kernels import halve_at
 from ..monitors.pebs import Pebs, parse_core, parse_period
 from ..units import HUGE, PAGE, parse_duration, parse_flag, parse_size
 from .base import POLICIES, Policy
@@ -266,12 +267,7 @@ class HeMem(Policy):
 
     def _halve(self, hps):
         """Apply the pending halvings of `hps` (lazy cooling); returns (reads, writes)."""
-        r = halve(self.reads[hps], self.clk[hps], self.clock)
-        w = halve(self.writes[hps], self.clk[hps], self.clock)
-        self.reads[hps] = r
-        self.writes[hps] = w
-        self.clk[hps] = self.clock
-        return r, w
+        return halve_at(self.reads, self.writes, self.clk, hps, self.clock, MAX_SHIFT)
 
     def _tick_clock(self, n: int) -> None:
         if n > 0:
