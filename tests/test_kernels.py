@@ -576,6 +576,15 @@ def test_bisect_throughput_compiled_is_the_python_bisection(k, seed):
     assert kernels.bisect_throughput(*args) == kernels._bisect_throughput_py(*args)
 
 
+def _block_counts(node, block, nnodes=3):
+    """`Memory.blocks` of a page map: pages per node in each `block` addresses."""
+    nb = -(-node.shape[0] // block)
+    pad = np.full(nb * block, 255, np.uint8)
+    pad[:node.shape[0]] = node
+    return np.stack([(pad.reshape(nb, block) == k).sum(axis=1) for k in range(nnodes)],
+                    axis=1).astype(np.int32)
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.integers(1, 5000), st.integers(0, 12), st.integers(0, 2**31 - 1))
 def test_range_node_counts_and_pages_not_on_read_the_page_map(npages, nranges, seed):
@@ -591,11 +600,7 @@ def test_range_node_counts_and_pages_not_on_read_the_page_map(npages, nranges, s
     np.testing.assert_array_equal(kernels.range_node_counts(node, s, e, 3),
                                   range_node_counts_numpy(node, s, e, 3))
     block = 64
-    nb = -(-npages // block)
-    pad = np.full(nb * block, 255, np.uint8)
-    pad[:npages] = node
-    blocks = np.stack([(pad.reshape(nb, block) == k).sum(axis=1) for k in range(3)],
-                      axis=1).astype(np.int32)
+    blocks = _block_counts(node, block)
     d = rng.integers(0, 3, nranges)
     want_p, want_r = [], []
     for i in range(nranges):
@@ -623,11 +628,7 @@ def test_pages_by_byte_is_the_stable_argsort_of_the_nodes_pages(npages, node_id,
     byte = rng.integers(0, 256, npages, dtype=np.uint8)
     lut = rng.integers(0, 18, 256).astype(np.uint8)
     block = 64
-    nb = -(-npages // block)
-    pad = np.full(nb * block, 255, np.uint8)
-    pad[:npages] = node
-    blocks = np.stack([(pad.reshape(nb, block) == k).sum(axis=1) for k in range(3)],
-                      axis=1).astype(np.int32)
+    blocks = _block_counts(node, block)
     pages = np.flatnonzero(node == node_id)
     want = pages[np.argsort(lut[byte[pages]], kind="stable")]
     np.testing.assert_array_equal(kernels.pages_by_byte(node, blocks, block, node_id, byte,
