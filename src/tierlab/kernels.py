@@ -45,6 +45,9 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
 - `halve_at`, `tier_shares`: HeMem's lazy cooling of the pages it looks at, and
   Colloid-on-HeMem's shares of every tracked page, one pass each (bench_memsim's
   colloid-hemem: 10.8 -> about 5.5 s).
+- `pick_pairs`: Colloid's pairs of pages to swap, each round one walk of the sources by
+  share with a forward pointer over the partners, where numpy searched every source
+  per pair (half of colloid-hemem's CPU at bench_scale).
 - `cooled_bins`, `memtis_cool`: MEMTIS's per-page histogram of lazily cooled counts, and
   its huge-page cooling (get_idx, hot subpages, halving, the kept histogram) in one
   pass: bench_memsim's memtis at 10x the updates, 22.1 -> 19.1 s.
@@ -876,6 +879,54 @@ def _tier_shares_py(tier, reads, writes, clk, clock, max_shift, none, src_tier, 
     return total, src, dst, p_src, p_dst
 
 
+def _pick_pairs_py(p_src, src_up, vals, partner, free_slots, dp, most, out_i, out_j):
+    # Colloid's pairs (policies.colloid.pick_pairs): each round, every unused source i
+    # takes the first unused partner k with vals[k] >= p_i - left (vals ascending), or
+    # a free frame; the largest difference in (0, left] pairs first, equal differences
+    # by lowest i. The sources are walked in ascending share (src_up) so the partner
+    # pointer only moves forward: O(sources + partners) a round, not a search each
+    n, m = p_src.shape[0], vals.shape[0]
+    alive = np.ones(m, np.bool_)
+    used = np.zeros(n, np.bool_)
+    left = dp
+    npairs = 0
+    while npairs < most and left > 0:
+        best = -np.inf
+        bi = -1
+        bk = -1
+        bfree = False
+        k = 0
+        for q in range(n):
+            i = src_up[q]
+            p = p_src[i]
+            x = p - left
+            while k < m and (vals[k] < x or not alive[k]):
+                k += 1
+            part = vals[k] if k < m and not used[i] else np.inf
+            diff = p - part if part < p else -np.inf
+            use_free = False
+            if free_slots > 0:
+                fd = p if (not used[i]) and p <= left and p > 0 else -np.inf
+                use_free = fd >= diff
+                if fd > diff:
+                    diff = fd
+            if diff > best or (diff == best and i < bi):
+                best, bi, bk, bfree = diff, i, k, use_free
+        if bi < 0 or not np.isfinite(best) or best <= 0:
+            break
+        out_i[npairs] = bi
+        if bfree:
+            out_j[npairs] = -1
+            free_slots -= 1
+        else:
+            out_j[npairs] = partner[bk]
+            alive[bk] = False
+        npairs += 1
+        used[bi] = True
+        left -= best
+    return npairs
+
+
 def _fill_ranges_py(arr, starts, ends, value):
     for r in range(starts.shape[0]):
         for p in range(starts[r], ends[r]):
@@ -1013,7 +1064,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "range_movable": _range_movable_py, "fill_ranges": _fill_ranges_py,
        "relocate_ranges": _relocate_ranges_py, "draw_pairs": _draw_pairs_py,
        "seen_below": _seen_below_py, "range_node_counts": _range_node_counts_py,
-       "pages_not_on": _pages_not_on_py, "pages_by_byte": _pages_by_byte_py, "halve_at": _halve_at_py,
+       "pages_not_on": _pages_not_on_py, "pages_by_byte": _pages_by_byte_py, "halve_at": _halve_at_py, "pick_pairs": _pick_pairs_py,
        "tier_shares": _tier_shares_py,
        "spend_budgets": _spend_budgets_py, "bisect_throughput": _bisect_throughput_py,
        "pages_on_bits": _pages_on_bits_py,
@@ -1370,6 +1421,22 @@ def tier_shares(tier, reads, writes, clk, clock: int, max_shift: int, none: int,
         tier, reads, writes, clk, np.int64(clock), np.int64(max_shift), np.uint8(none),
         np.uint8(src_tier), np.uint8(dst_tier))
     return int(total), src, dst, p_src, p_dst
+
+
+def pick_pairs(p_src, vals, partner, free_slots: int, dp: float, most: int):
+    """Colloid's pair rule over sources `p_src` and the unused partners' shares `vals`
+    (ascending, each with its index `partner`): (source indexes, partner indexes or -1
+    for a free frame), in pairing order (`policies.colloid.pick_pairs`)."""
+    p_src = np.ascontiguousarray(p_src, dtype=np.float64)
+    most = max(min(int(most), p_src.shape[0]), 0)
+    out_i, out_j = np.empty(most, np.int64), np.empty(most, np.int64)
+    # any order of ascending share would do (equal differences go to the lowest index
+    # whatever the walk's order); numpy's stable sort was the fastest on HeMem's shares
+    k = _kernel("pick_pairs")(p_src, np.argsort(p_src, kind="stable"),
+                              np.ascontiguousarray(vals, dtype=np.float64),
+                              np.ascontiguousarray(partner, dtype=np.int64), int(free_slots),
+                              float(dp), most, out_i, out_j)
+    return out_i[:k], out_j[:k]
 
 
 def fill_ranges(arr, starts, ends, value) -> None:
