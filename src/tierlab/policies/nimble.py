@@ -383,9 +383,12 @@ class Nimble(Policy):
         hot_list = aged.get(slow)
         if hot_list is None:
             hot_list, _ = self._lists(slow).list(True)
-        cold_list, _ = self._lists(fast).list(False)
+        # of the fast node's inactive list only its length and the coldest few are
+        # used: the rest is not emitted
+        fast_lists = self._lists(fast)
+        n_cold = fast_lists.lengths()[0]
         self.hot_last += len(hot_list)
-        self.cold_last += len(cold_list)
+        self.cold_last += n_cold
         if 0 < free and nr < free:
             # ISOLATE_HOT_AND_COLD_PAGES: up to nr from the inactive list, then up to nr
             # more from the active one (isolate_pages_from_lru_list stops early only
@@ -398,7 +401,7 @@ class Nimble(Policy):
             return []
         if free >= len(hot):
             return [_Stage("in", a=hot, dst=fast, keep=len(hot))]
-        cold = cold_list[: len(hot) - free]
+        cold = fast_lists.first(min(len(hot) - free, n_cold), 0)[0]
         c["cold_isolated"] += len(cold)
         stages = []
         if self.mode == "exchange":
