@@ -38,9 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.memory import UNALLOC
 from .. import kernels
-from ..kernels import tier_shares
+from ..engine.memory import UNALLOC
 from ..units import PAGE, parse_duration, parse_size
 from ..workloads._common import parse_choice, parse_number
 from .base import POLICIES
@@ -172,7 +171,7 @@ class ColloidHeMem(HeMem):
         down = l_d > l_a  # hot pages leave the default tier
         src_tier, dst_tier = (DRAM, NVM) if down else (NVM, DRAM)
         # every tracked page cooled, and the shares of the two tiers' pages
-        total, src, dst, p_src, p_dst = tier_shares(
+        total, src, dst, p_src, p_dst = kernels.tier_shares(
             self.tier, self.reads, self.writes, self.clk, self.clock, MAX_SHIFT, NONE,
             src_tier, dst_tier)
         if total <= 0:

@@ -410,7 +410,6 @@ class NumaScanner(Monitor):
         self.steps += 1
         self.hand = end
 
-
     def _scan_range(self, start: int, end: int):
         """The eligible pages a step walks from `start` (with whether each is armed, and
         not), and where the step ends: at `end` (8 x scan_size), or at the end of the
