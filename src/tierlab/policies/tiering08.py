@@ -436,9 +436,9 @@ class NumaScanner(Monitor):
                 if nblocks > limit:
                     break
             lo = hi
-        idx, armed, new = (np.concatenate(x) for x in zip(*parts)) if len(parts) > 1 \
-            else parts[0] if parts else (np.zeros(0, np.int64), np.zeros(0, bool),
-                                         np.zeros(0, bool))
+        if not parts:  # an empty range
+            return np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, bool), end
+        idx, armed, new = (x[0] if len(x) == 1 else np.concatenate(x) for x in zip(*parts))
         if nblocks > limit:
             end = int(np.concatenate(blocks)[limit - 1] + 1) * B
             keep = idx < end
