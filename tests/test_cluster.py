@@ -182,8 +182,10 @@ def same_results(got: Path, ref: Path) -> None:
 
 
 def jsonl(d: Path) -> list[dict]:
+    """The complete lines of d/results.jsonl: a sweep still running may be mid-way
+    through writing its last line (a record is longer than one buffered write)."""
     p = d / JSONL
-    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+    return [json.loads(x) for x in p.read_text().split("\n")[:-1]] if p.exists() else []
 
 
 def test_a_sweep_on_the_cluster_equals_the_local_run(cluster, here, reference, capsys):
