@@ -26,7 +26,13 @@ mm/migrate.c, mm/mprotect.c, include/linux/page_balancing.h) and its experiment 
   above high). With exchange, swap the faulting page and the cold page instead.
 - OPM with background demotion (`background_demotion=1`, `batch_demotion=1`): a failed
   promotion wakes kdemoted, which demotes cold pages in the background into a reserved
-  pool of free fast pages that promotions then use.
+  pool of free fast pages that promotions then use: per CPU, at most 16 base pages
+  (MAX_NR_FREE_PAGES), refilled when 4 or fewer are left. wakeup_kdemoted (mm/page_alloc.c)
+  first applies the on-demand path's rule: the faulting page's level must be above the
+  lowest non-empty LAP level of the target, else the promotion fails
+  (PGPROMOTE_LOW_FREQ_FAIL). __kdemoted takes victims from levels 0 to
+  MAX_ACCESS_LEVEL - 1, lowest first, so pages touched at every scan of the history
+  are never demoted in the background.
 - Node paths in the scripts (2 sockets x {DRAM, PM}): DRAM_i demotes to PM_i, PM_i
   promotes to DRAM_i, migration paths link the two DRAM nodes and the two PM nodes.
   Promotion is to the faulting CPU's DRAM node (local), remote DRAM only through the
@@ -43,7 +49,8 @@ Assumptions where the sources are silent (each is a parameter):
   the design (background demotion, LAP lists, reserved pool). We could not confirm from
   the public sources which mode the paper reports as best.
 - Background demotion (`background`, OPM only; the exchange mode is on-demand): the
-  reserved pool is `reserve` (1% of the target node). kdemoted, one kernel thread,
+  reserved pool is `reserve`, by default the code's 16 pages per CPU of the workload
+  (`16/cpu`; this model kept 1% of the node before 2026-11-27). kdemoted, one kernel thread,
   demotes the coldest pages (lowest level first, no comparison with the faulting
   pages) asynchronously: while faults wait for the pool in a poll batch, and to refill
   the pool after it; it copies at most the machine's per-thread migration bandwidth
@@ -65,7 +72,8 @@ Byte-denominated parameters (`scan_size`, a `reserve` given in bytes) are full-s
 values, used x F in a `--scale F` miniature (`sim.scaled_bytes`).
 
 Parameters: `mode` (or the bare variant, `autotiering:exchange`) in cpm, opm,
-exchange; `background`; `reserve` (size or % of the node); `history` (bits, 1-8);
+exchange; `background`; `reserve` (pages per CPU as `N/cpu`, a size, or % of the node);
+`history` (bits, 1-8);
 scanner: `scan_size`, `scan_period_min`, `scan_period_max`, `scan_delay`,
 `adapt_period`, `poll`; `refresh`.
 """
@@ -87,6 +95,11 @@ _POP = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
 def _parse_reserve(value, what):
     v = str(value).strip()
+    if v.lower().endswith("/cpu"):
+        n = _number(v[:-4], what, lo=0.0)
+        if n != int(n):
+            raise TierlabError(f"bad {what} {value!r}: N/cpu takes a whole number of pages")
+        return ("per_cpu", int(n))
     if v.endswith("%"):
         return ("frac", _number(v[:-1], what, lo=0.0, hi=100.0) / 100.0)
     return ("bytes", parse_size(v, what))
@@ -125,7 +138,7 @@ class AutoTiering(Policy):
 
     kswapd_demotion = False  # Linux 5.3: reclaim does not demote
 
-    def __init__(self, mode="opm", variant=None, background="yes", reserve="1%",
+    def __init__(self, mode="opm", variant=None, background="yes", reserve="16/cpu",
                  history="8", scan_size=None, scan_period_min="1s", scan_period_max=None,
                  scan_delay="1s", adapt_period="yes", poll="250ms", refresh="1s"):
         if variant is not None:
@@ -193,8 +206,12 @@ class AutoTiering(Policy):
                                    on_scan=self._on_scan, lazy=[self.cpu])
         kind, val = self.reserve_spec
         cap = int(sim.mem.capacity[self.cpu])
-        self.reserve = int(val * cap) if kind == "frac" \
-            else int(sim.scaled_bytes(val)) // PAGE
+        if kind == "per_cpu":  # promote_area[type][cpu]: a pool per CPU that faults
+            self.reserve = val * int(sim.app_threads)
+        elif kind == "frac":
+            self.reserve = int(val * cap)
+        else:
+            self.reserve = int(sim.scaled_bytes(val)) // PAGE
         self.pool = 0
         self._kd_last = 0.0  # kdemoted: last run and unused copy budget (pages)
         self._kd_left = 0
@@ -313,14 +330,7 @@ class AutoTiering(Policy):
         if len(todo) and self.mode in ("opm", "exchange"):
             if self.background:
                 wanted_pool = True
-                if self.pool < len(todo):  # kdemoted refills while faults wait
-                    self._kdemoted(now, len(todo) - self.pool)
-                mem = sim.mem
-                usable = min(self.pool, max(int(mem.free[t] - mem.wmark_min[t]), 0))
-                n = self._move(todo, t, room=usable) if usable else 0
-                self.pool -= n
-                c["promoted_pool"] += n
-                todo = todo[n:]
+                todo = self._from_pool(todo, now)
             else:
                 todo = self._on_demand(todo, now)
         if len(todo):
@@ -329,6 +339,32 @@ class AutoTiering(Policy):
         c["failed"] += failed_total
         self.scanner.report(local=int(local.sum()), failed=failed_total)
         return wanted_pool
+
+    def _from_pool(self, todo, now):
+        """wakeup_kdemoted, then a promotion into the reserved pool: only faults whose
+        level is above the target's lowest LAP level qualify; kdemoted refills the pool
+        while they wait. Returns the faults left (time order kept)."""
+        sim = self.sim
+        c = self.counts
+        t = self.cpu
+        coldest = self._candidates(t, now, 1)
+        if len(coldest):
+            ok = self.level(todo) > self.level(coldest)[0]
+            c["low_freq_fail"] += int(len(ok) - ok.sum())
+        else:
+            ok = np.ones(len(todo), dtype=bool)
+        want = todo[ok]
+        if self.pool < len(want):  # kdemoted refills while faults wait
+            self._kdemoted(now, len(want) - self.pool)
+        mem = sim.mem
+        usable = min(self.pool, max(int(mem.free[t] - mem.wmark_min[t]), 0))
+        n = self._move(want, t, room=usable) if usable else 0
+        self.pool -= n
+        c["promoted_pool"] += n
+        if n == 0:
+            return todo
+        ok[np.flatnonzero(ok)[n:]] = False  # the qualified faults the pool did not take
+        return todo[~ok]
 
     def _on_demand(self, todo, now):
         """try_demote_from_busy_node for each fault in turn (vectorised greedy)."""
@@ -402,6 +438,7 @@ class AutoTiering(Policy):
             return
         t = self.cpu
         victims = self._candidates(t, now, want)
+        victims = victims[self.level(victims) < _POP[self.mask]]  # lv < MAX_ACCESS_LEVEL
         d = self._demote(victims, t, sync=False) if len(victims) else 0
         self._kd_left = budget - d
         self.pool += d
