@@ -67,6 +67,10 @@ Assumptions where the sources are silent (each is a parameter):
   the faulting thread (sync), as do on-demand demotions and exchanges.
 - Victim candidates of the busy node (all its pages, tracked or not yet scanned) are
   re-listed by level every `refresh` (1 s) and re-checked (node, level) at use.
+  wakeup_kdemoted's lowest level is read once per poll batch (the kernel reads it at
+  each fault, and it can rise within a batch as kdemoted empties the lowest list).
+  Pages never scanned count at level 8 (their boot history), where the kernel keeps
+  them off the LAP lists; the outcome is the same, as no fault is above level 8.
 
 Byte-denominated parameters (`scan_size`, a `reserve` given in bytes) are full-scale
 values, used x F in a `--scale F` miniature (`sim.scaled_bytes`).
