@@ -165,20 +165,24 @@ def test_autotiering_pool_promotes_only_pages_above_the_lowest_level():
     slow = np.flatnonzero(sim.node_of(np.arange(4096)) == 1)[:64]
     assert len(fast) and len(slow)
     pol.hist[:] = 0xFF  # every page touched at each of the last 8 scans
-    left = pol._from_pool(slow, 1.0)
+    left, woke = pol._from_pool(slow, 1.0)
     assert left.tolist() == slow.tolist() and pol.counts["low_freq_fail"] == 64
+    assert not woke, "no qualified fault, kdemoted stays asleep"
     pol._kdemoted(1.5, 16)  # kdemoted with copy budget and only level-8 victims
     assert pol.counts["demoted_background"] == 0, "level-8 pages are never demoted"
     pol.hist[fast[:100]] = 0x0F  # level 4 in DRAM: faults at levels 5..8 qualify
     pol.hist[slow[:32]] = 0x07  # level 3: not above the lowest
     pol._cand = None  # the LAP lists are re-listed (every `refresh` in a run)
-    left = pol._from_pool(slow, 2.0)
-    assert left.tolist() == slow[:32].tolist()
+    left, woke = pol._from_pool(slow, 2.0)
+    assert woke and left.tolist() == slow[:32].tolist()
     assert (sim.node_of(slow[32:]) == 0).all()
     assert pol.counts["low_freq_fail"] == 96 and pol.counts["promoted_pool"] == 32
     assert pol.counts["demoted_background"] >= 32
     assert (sim.node_of(fast[:100]) == 1).sum() >= 32, "the level-4 pages went down"
     check_invariants(sim)
+    pol._candidates = lambda node, now, want: np.zeros(0, np.int64)  # empty LAP lists
+    left, woke = pol._from_pool(slow[:32], 3.0)
+    assert not woke and len(left) == 32, "no tracked page in DRAM: bt_lv = 9"
 
 
 def test_autotiering_exchange_keeps_fast_node_usage_constant():

@@ -333,8 +333,7 @@ class AutoTiering(Policy):
             todo = todo[n:]
         if len(todo) and self.mode in ("opm", "exchange"):
             if self.background:
-                wanted_pool = True
-                todo = self._from_pool(todo, now)
+                todo, wanted_pool = self._from_pool(todo, now)
             else:
                 todo = self._on_demand(todo, now)
         if len(todo):
@@ -346,17 +345,18 @@ class AutoTiering(Policy):
 
     def _from_pool(self, todo, now):
         """wakeup_kdemoted, then a promotion into the reserved pool: only faults whose
-        level is above the target's lowest LAP level qualify; kdemoted refills the pool
-        while they wait. Returns the faults left (time order kept)."""
+        level is above the target's lowest LAP level qualify (none if its lists are
+        empty), and only they wake kdemoted, which refills the pool while they wait.
+        Returns the faults left (time order kept) and whether kdemoted was woken."""
         sim = self.sim
         c = self.counts
         t = self.cpu
         coldest = self._candidates(t, now, 1)
-        if len(coldest):
-            ok = self.level(todo) > self.level(coldest)[0]
-            c["low_freq_fail"] += int(len(ok) - ok.sum())
-        else:
-            ok = np.ones(len(todo), dtype=bool)
+        lowest = self.level(coldest)[0] if len(coldest) else _POP[self.mask] + 1
+        ok = self.level(todo) > lowest
+        c["low_freq_fail"] += int(len(ok) - ok.sum())
+        if not ok.any():
+            return todo, False
         want = todo[ok]
         if self.pool < len(want):  # kdemoted refills while faults wait
             self._kdemoted(now, len(want) - self.pool)
@@ -366,9 +366,9 @@ class AutoTiering(Policy):
         self.pool -= n
         c["promoted_pool"] += n
         if n == 0:
-            return todo
+            return todo, True
         ok[np.flatnonzero(ok)[n:]] = False  # the qualified faults the pool did not take
-        return todo[~ok]
+        return todo[~ok], True
 
     def _on_demand(self, todo, now):
         """try_demote_from_busy_node for each fault in turn (vectorised greedy)."""
