@@ -256,7 +256,7 @@ def _run_job(job: Job) -> dict:
     """One run of a sweep. A worker process runs many: after each, the simulation's
     reference cycles are collected and the freed heap pages given back (`heap.trim`),
     or glibc keeps them resident and a worker's RSS grows by the earlier runs' peaks
-    (2.7 GiB against single runs of at most 0.7 at `reproduce idt`'s trace rows)."""
+    (2.7 GiB at `reproduce idt`'s trace rows, where no single run exceeds 1.3)."""
     rec = run(job.machine, job.workload, job.policy, job.alloc, job.seed, job.scale,
               migrate=job.migrate)
     gc.collect()
