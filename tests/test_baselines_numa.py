@@ -14,6 +14,8 @@ import pytest
 
 import tierlab
 from tierlab.engine import Simulation
+from tierlab.engine.timeline import Timeline
+from tierlab.field import RateField
 from tierlab.monitors import HintFaults, RateSource
 from tierlab.monitors.hint_faults import NumaScanner, ScheduledHintFaults
 from tierlab.monitors.pte_scan import PteScan
@@ -64,6 +66,45 @@ def test_scheduled_hint_faults_equal_the_primitive():
     first = pages < 512
     assert np.all(lat[first] == pytest.approx(times[first] - 0.1))
     assert len(pages[pages >= 1024]) == len(np.unique(pages[pages >= 1024]))
+
+
+@pytest.mark.parametrize("buckets,block", [(1024, 64), (2, 1), (5, 3)])
+def test_scheduled_hint_faults_equal_the_primitive_over_many_windows(monkeypatch, buckets,
+                                                                    block):
+    """A long run through the fault calendar, down to one bucket of one-entry blocks:
+    window rolls (the work grows 10^4-fold), stalls, three field changes, re-arms of
+    faulted pages and a disarm; every poll returns the primitive's faults."""
+    from tierlab.monitors import hint_faults
+    monkeypatch.setattr(hint_faults, "CAL_BUCKETS", buckets)
+    monkeypatch.setattr(hint_faults, "CAL_BLOCK", block)
+    n = 4096
+    fields = [RateField([0, 64, 1024], [64, 1024, n], [5e-2, 1e-3, 1e-5], [0.0] * 3, n),
+              RateField([0, 512], [512, n], [1e-4, 2e-3], [0.0, 0.0], n),
+              RateField([0, 2048], [2048, n], [0.0, 1e-4], [0.0, 0.0], n),
+              RateField([0], [n], [1e-3], [0.0], n)]
+    tl = Timeline(fields[0])
+    t = w = 0.0
+    for k in range(200):
+        t += 0.5
+        w += 0.0 if k % 17 == 5 else 50.0 * (1 + k)  # cumulative work; stalls
+        tl.advance(t, w)
+        if k in (60, 110, 150):
+            tl.set_field(t, fields[(k // 50) % 4])
+    outs = []
+    for cls in (HintFaults, ScheduledHintFaults):
+        rng = np.random.default_rng(11)
+        hf = cls(RateSource(tl), np.random.default_rng(7))
+        got = []
+        for k, now in enumerate(np.arange(0.25, 100.01, 0.25)):
+            if k % 8 == 0:
+                hf.arm(np.sort(rng.choice(n, 600, replace=False)), now)
+            if k == 200:
+                hf.disarm(np.arange(0, n, 3))
+            got.append(hf.poll(now))
+        outs.append([np.concatenate(x) for x in zip(*got)] + [np.array([hf.armed])])
+    assert outs[0][0].shape[0] > 2000  # faults through every field
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
 def test_scheduled_hint_faults_disarm_range():

@@ -752,3 +752,64 @@ def test_sub_expected_eps_is_one_pass_per_epoch(n, ne, by_page, seed):
     got = np.empty(n)
     kernels.sub_expected_eps(got, pages, which, by_page, w_tab, cat, w_a, use_max, whi)
     np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 4), st.integers(0, 2**32 - 1),
+       st.lists(st.integers(0, 40), min_size=1, max_size=12))
+def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, sizes):
+    """Pushes, bucket pops and window rolls in random order on a tiny calendar (chains
+    of many blocks): every entry comes back exactly once, near entries at or before the
+    current bucket, each popped bucket's entries inside it in insertion order, the rest
+    past the window; the blocks all return to the free stack."""
+    rng = np.random.default_rng(seed)
+    npages = sum(sizes) + 1
+    cal = kernels.FaultCalendar(npages, np.int32, nb, bsz)
+    cal.new_window(0.0)
+    nblocks = cal.nfree[0]
+    out_w, out_p = [], []
+    next_page = 0
+    w_now = 0.0
+    for k in sizes:
+        budget = rng.exponential(size=k) * rng.choice([0.1, 10.0, 1e3])
+        budget[rng.random(k) < 0.1] = np.nan
+        r = rng.choice([0.5, 1.0, 3.0], size=k)
+        pages = np.arange(next_page, next_page + k, dtype=np.int32)
+        next_page += k
+        w, p, a = cal.push(budget, r, w_now, pages, pages.astype(np.uint32))
+        exp_w = w_now + budget / r
+        with np.errstate(invalid="ignore"):
+            assert np.all(cal.index(w) < cal.cur + 1)
+        np.testing.assert_array_equal(w, exp_w[np.isin(pages, p)])
+        assert np.all(np.diff(p) > 0)  # input order
+        out_w.append(w)
+        out_p.append(p)
+        w_now += rng.exponential() * 30
+        xw = cal.index(w_now)
+        if not xw < cal.nb:
+            for j in range(cal.cur + 1, cal.nb):
+                w, p, a = cal.pop(j)
+                out_w.append(w)
+                out_p.append(p)
+            w, p, a = cal.roll(w_now)
+            assert np.all(w < w_now) and np.all(p.astype(np.uint32) == a)
+            out_w.append(w)
+            out_p.append(p)
+            xw = cal.index(w_now)
+        while cal.cur + 1 <= xw:
+            cal.cur += 1
+            w, p, a = cal.pop(cal.cur)
+            assert np.all(np.diff(p) > 0)  # insertion order
+            x = cal.index(w)
+            assert np.all((x >= cal.cur) & (x < cal.cur + 1))
+            assert np.all(p.astype(np.uint32) == a)
+            out_w.append(w)
+            out_p.append(p)
+    rest_w, rest_p, _ = cal.drain()
+    assert len(cal) == 0 and cal.nfree[0] == nblocks
+    pages = np.concatenate(out_p + [rest_p])
+    assert np.array_equal(np.sort(pages), np.arange(next_page))
+    # what was never handed out lies past the current bucket (or is NaN): not yet due
+    with np.errstate(invalid="ignore"):
+        assert not np.any(cal.index(rest_w) < cal.cur + 1)
+        assert not np.any(rest_w <= w_now)

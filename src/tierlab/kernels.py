@@ -8,6 +8,9 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
 - `argsort_stable`, `merge_sorted`: the hint faults' batches sorted by fault work (an
   LSD radix sort of (key, index) pairs; 65,536 works in 0.6-0.9 ms against numpy's
   5.9 ms) and merged in one pass: 45% of AutoNUMA's CPU was numpy's argsort.
+- `FaultCalendar` (`cal_push`, `cal_pop`, `cal_rebucket`): the hint faults scheduled
+  past the current bucket of fault work wait unsorted in a calendar queue, so only the
+  faults a run reaches are sorted (tpp at 10x bench_memsim: 66 -> 40 s).
 - `poll_faults`: a hint-fault poll's times (W^-1), order and latencies in one pass,
   ordering by merging the batches' sorted runs instead of a radix sort (autonuma at 100
   simulated s of bench_scale: 22.9-24.9 -> 18.2-20.8 s).
@@ -59,6 +62,8 @@ backend) a kernel falls back to its numpy form where one exists (`_NUMPY`), else
 Python source.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -173,7 +178,7 @@ def _runs_order_py(keys):
 
 #: helpers kernels call, compiled by `_kernel` before any kernel (each `X` is `X_py`
 #: until then)
-_HELPERS = ("_upper", "_lower", "_runs_order")
+_HELPERS = ("_upper", "_lower", "_runs_order", "_cal_place")
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
 
 
@@ -294,6 +299,146 @@ def _merge_sorted_py(w1, p1, a1, w2, p2, a2):
         j += 1
         o += 1
     return w, p, a
+
+def _cal_place_py(w, pg, am, n, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head, tail,
+                  fill, cnt, free, nfree, jb, order, near_w, near_p, near_a, q):
+    # entries [0, n) of (w, pg, am) by bucket coordinate x = (w - base) * scale: those
+    # with x < lim (at or before the current bucket) to near_* from index q, in input
+    # order (the new q returned); x >= nb or NaN to bucket nb (past the window); else
+    # to bucket floor(x), appended to its chain of blocks (new blocks from the free
+    # stack). A counting sort by bucket first, so that each bucket's appends are one
+    # sequential run: appending entry by entry to 1,025 buckets' last blocks cost 40
+    # ns an entry (tpp at 10x bench_memsim)
+    near = nb + 1
+    counts = np.zeros(nb + 2, np.int64)
+    for i in range(n):
+        x = (w[i] - base) * scale
+        j = nb
+        if x < lim:
+            j = near
+        elif x < nb:
+            j = np.int64(x)
+        jb[i] = j
+        counts[j] += 1
+    s = 0
+    for j in range(nb + 2):
+        c = counts[j]
+        counts[j] = s
+        s += c
+    for i in range(n):
+        j = jb[i]
+        order[counts[j]] = i
+        counts[j] += 1
+    lo = 0
+    for j in range(nb + 2):
+        hi = counts[j]
+        if hi == lo:
+            continue
+        if j == near:
+            for o in range(lo, hi):
+                i = order[o]
+                near_w[q] = w[i]
+                near_p[q] = pg[i]
+                near_a[q] = am[i]
+                q += 1
+        else:
+            t = tail[j]
+            f = fill[j]
+            for o in range(lo, hi):
+                i = order[o]
+                if t < 0 or f == bsz:
+                    top = nfree[0] - 1
+                    blk = free[top]
+                    nfree[0] = top
+                    nxt[blk] = -1
+                    if t < 0:
+                        head[j] = blk
+                    else:
+                        nxt[t] = blk
+                    tail[j] = blk
+                    t = blk
+                    f = 0
+                k = np.int64(t) * bsz + f
+                pw[k] = w[i]
+                pp[k] = pg[i]
+                pa[k] = am[i]
+                f += 1
+            fill[j] = f
+            cnt[j] += hi - lo
+        lo = hi
+    return q
+
+
+_cal_place = _cal_place_py  # a helper (`_HELPERS`)
+
+
+def _cal_push_py(budget, r, w0, pages, arm, base, scale, lim, nb, bsz, pw, pp, pa, nxt,
+                 head, tail, fill, cnt, free, nfree, w, jb, order, near_w, near_p, near_a):
+    # fault work w0 + budget / r of each entry (numpy's order of operations), placed
+    # (w, jb, order: scratch of at least n entries)
+    n = budget.shape[0]
+    for i in range(n):
+        w[i] = w0 + budget[i] / r[i]
+    return _cal_place(w, pages, arm, n, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head,
+                      tail, fill, cnt, free, nfree, jb, order, near_w, near_p, near_a, 0)
+
+
+def _cal_rebucket_py(src, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head, tail, fill,
+                     cnt, free, nfree, bw, bp, ba, jb, order, ow, op, oa):
+    # bucket src's entries (the one past the old window) placed again, in pieces of
+    # at most the buffers' size, each piece's blocks freed once copied out (so the
+    # entries need no second copy in the pool); returns how many went to (ow, op, oa)
+    b = head[src]
+    last, lastfill = tail[src], fill[src]
+    head[src] = -1
+    tail[src] = -1
+    fill[src] = 0
+    cnt[src] = 0
+    chunk = bw.shape[0]
+    q = 0
+    m = 0
+    while b >= 0:
+        e = lastfill if b == last else bsz
+        s = np.int64(b) * bsz
+        for i in range(e):
+            bw[m] = pw[s + i]
+            bp[m] = pp[s + i]
+            ba[m] = pa[s + i]
+            m += 1
+        nb_ = nxt[b]
+        free[nfree[0]] = b
+        nfree[0] += 1
+        b = nb_
+        if b < 0 or m + bsz > chunk:
+            q = _cal_place(bw, bp, ba, m, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head,
+                           tail, fill, cnt, free, nfree, jb, order, ow, op, oa, q)
+            m = 0
+    return q
+
+
+def _cal_pop_py(j, bsz, pw, pp, pa, nxt, head, tail, fill, cnt, free, nfree, ow, op, oa):
+    # bucket j's entries in insertion order into (ow, op, oa); its blocks back on the
+    # free stack
+    b = head[j]
+    q = 0
+    while b >= 0:
+        m = fill[j] if b == tail[j] else bsz
+        s = np.int64(b) * bsz
+        for k in range(m):
+            ow[q] = pw[s + k]
+            op[q] = pp[s + k]
+            oa[q] = pa[s + k]
+            q += 1
+        nb = nxt[b]
+        free[nfree[0]] = b
+        nfree[0] += 1
+        b = nb
+    head[j] = -1
+    tail[j] = -1
+    fill[j] = 0
+    cnt[j] = 0
+    return q
+
 
 
 def _similar_pairs_py(h, valid, window, table):
@@ -1071,7 +1216,8 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
-       "poll_faults": _poll_faults_py,
+       "poll_faults": _poll_faults_py, "cal_push": _cal_push_py, "cal_pop": _cal_pop_py,
+       "cal_rebucket": _cal_rebucket_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "below_neg": _below_neg_py, "sub_expected_eps": _sub_expected_eps_py,
        "first_seen": _first_seen_py,
@@ -1494,6 +1640,116 @@ def nimble_active(dscan, flags, inserted, checked, now: int, clear: int) -> None
 _DEBRUIJN = np.zeros(64, np.int64)
 for _i in range(64):
     _DEBRUIJN[((1 << _i) * 0x03F79D71B4CB0A89 % 2**64) >> 58] = _i
+
+
+#: entries a calendar's roll places at a time (at least a block: 64 Ki entries, 1 MiB)
+ROLL_PIECE = 1 << 16
+
+
+class FaultCalendar:
+    """Scheduled hint faults past the current bucket, unsorted: a calendar queue (R.
+    Brown, CACM 1988) of `nbuckets` buckets of fault work over a window [base, top),
+    whose windows grow geometrically as a ladder queue's rungs do, plus one bucket for
+    the works past `top`. An entry is (fault work, page, arm index), 16 bytes, stored
+    in blocks of `bsz` entries chained per bucket; the blocks are a pool sized for every
+    page armed at once plus a partial block per bucket, allocated untouched (only the
+    blocks ever used become resident) and reused from a free stack. Only the buckets
+    the work reaches are sorted (`ScheduledHintFaults`): an armed page that never
+    faults costs a bucket append, not a sort and its share of merges (tpp at 10x
+    bench_memsim armed 207 M pages, of which 109 M faulted)."""
+
+    def __init__(self, npages: int, pdt, nbuckets: int = 1024, bsz: int = 64):
+        self.nb, self.bsz = int(nbuckets), int(bsz)
+        nblocks = -(-int(npages) // self.bsz) + self.nb + 2
+        self.pw = np.empty(nblocks * self.bsz)
+        self.pp = np.empty(nblocks * self.bsz, pdt)
+        self.pa = np.empty(nblocks * self.bsz, np.uint32)
+        self.nxt = np.empty(nblocks, np.int32)
+        self.free = np.arange(nblocks - 1, -1, -1, dtype=np.int32)  # block 0 on top
+        self.nfree = np.array([nblocks], np.int64)
+        k = self.nb + 1
+        self.head = np.full(k, -1, np.int32)
+        self.tail = np.full(k, -1, np.int32)
+        self.fill = np.zeros(k, np.int64)
+        self.cnt = np.zeros(k, np.int64)
+        #: window [base, base + nb / scale); cur: the last bucket handed out; scale 0 is
+        #: no window yet (every entry waits past it)
+        self.base, self.scale, self.cur = 0.0, 0.0, self.nb - 1
+        self._buf = None
+
+    def __len__(self) -> int:
+        return int(self.cnt.sum())
+
+    def index(self, w: float) -> float:
+        """The bucket coordinate of work w ((w - base) x scale, as the kernel computes
+        it): bucket j holds the entries with j <= coordinate < j + 1."""
+        return (w - self.base) * self.scale
+
+    def push(self, budget, r, w0: float, pages, arm):
+        """Schedule entries at work w0 + budget / r; return (works, pages, arm) of those
+        at or before the current bucket, in input order, which the caller keeps sorted
+        itself."""
+        n = budget.shape[0]
+        sw, sp, sa, s1, s2, sw2 = self._scratch(n)
+        q = _kernel("cal_push")(budget, r, float(w0), pages, arm, self.base, self.scale,
+                                float(self.cur + 1), self.nb, self.bsz, self.pw, self.pp,
+                                self.pa, self.nxt, self.head, self.tail, self.fill,
+                                self.cnt, self.free, self.nfree, sw2, s1, s2, sw, sp, sa)
+        return sw[:q].copy(), sp[:q].copy(), sa[:q].copy()
+
+    def _scratch(self, n: int):
+        """Work arrays of at least n entries, kept between calls (fresh arrays of this
+        size are fresh mappings, paid again in page faults at every call)."""
+        if self._buf is None or self._buf[0].shape[0] < n:
+            m = max(n, 2 * (0 if self._buf is None else self._buf[0].shape[0]), 1024)
+            self._buf = (np.empty(m), np.empty(m, self.pp.dtype), np.empty(m, np.uint32),
+                         np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m))
+        return self._buf
+
+    def pop(self, j: int):
+        """(works, pages, arm) of bucket j (nbuckets: past the window), in insertion
+        order; the bucket is left empty."""
+        n = int(self.cnt[j])
+        ow, op, oa = np.empty(n), np.empty(n, self.pp.dtype), np.empty(n, np.uint32)
+        if n:
+            _kernel("cal_pop")(int(j), self.bsz, self.pw, self.pp, self.pa, self.nxt,
+                               self.head, self.tail, self.fill, self.cnt, self.free,
+                               self.nfree, ow, op, oa)
+        return ow, op, oa
+
+    def drain(self):
+        """Every entry, bucket by bucket (the one past the window last)."""
+        parts = [self.pop(j) for j in range(self.nb + 1) if self.cnt[j]]
+        if not parts:
+            return np.zeros(0), np.zeros(0, self.pp.dtype), np.zeros(0, np.uint32)
+        return tuple(np.concatenate(x) for x in zip(*parts))
+
+    def new_window(self, w: float) -> None:
+        """A window [w, 4 w) (the hint faults' former horizon rule); the caller has
+        handed out every bucket of the old one."""
+        width = 3.0 * w
+        scale = self.nb / width if width > 0 else 0.0
+        if not 0.0 < scale < math.inf:
+            scale = float(self.nb)  # a window of one unit of work at w = 0
+        self.base, self.scale, self.cur = float(w), scale, -1
+
+    def roll(self, w: float):
+        """`new_window(w)`, then the entries past the old window into the new one's
+        buckets, in place; returns (works, pages, arm) of those at or before its
+        current bucket."""
+        self.new_window(w)
+        n = int(self.cnt[self.nb])
+        ow, op, oa = np.empty(n), np.empty(n, self.pp.dtype), np.empty(n, np.uint32)
+        q = 0
+        if n:
+            m = min(n, ROLL_PIECE)
+            q = _kernel("cal_rebucket")(
+                self.nb, self.base, self.scale, float(self.cur + 1), self.nb, self.bsz,
+                self.pw, self.pp, self.pa, self.nxt, self.head, self.tail, self.fill,
+                self.cnt, self.free, self.nfree, np.empty(m), np.empty(m, self.pp.dtype),
+                np.empty(m, np.uint32), np.empty(m, np.int64), np.empty(m, np.int64),
+                ow, op, oa)
+        return ow[:q].copy(), op[:q].copy(), oa[:q].copy()
 
 
 class NodeBits:

@@ -62,7 +62,7 @@ import numpy as np
 
 from ..field import uniq
 from ..heap import trim
-from ..kernels import argsort_stable, merge_sorted, poll_faults
+from ..kernels import FaultCalendar, argsort_stable, merge_sorted, poll_faults
 from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
@@ -86,6 +86,9 @@ MERGE_CAP = 1 << 21
 #: paid again in page faults when the heap regrows (tpp at bench_scale: 2.7 s of sys
 #: per 100 simulated s with a trim after every merge of 1 M entries)
 TRIM_ARMED = 1 << 25
+#: the fault calendar's buckets per window and entries per block (`kernels.FaultCalendar`)
+CAL_BUCKETS = 1024
+CAL_BLOCK = 64
 
 
 class _Batch:
@@ -126,13 +129,15 @@ class ScheduledHintFaults(HintFaults):
     Under one rate field, page p's accesses form a Poisson process in work with rate
     r_p, so its first access after arming at work W_a is at W_a + E / r_p, E ~ Exp(1)
     (exactly the base class's draw, solved once instead of integrated at every poll).
-    Armed pages are kept in a few batches sorted by that fault work (size-tiered
-    merging, O(log n) batches); a poll takes the prefix of each batch up to the current
-    work W(now) and maps fault works to times with the timeline's W^-1. When the field
-    changes at time c, every pending page's remaining budget (W_f - W_c) r_old is
-    rescheduled with its new rate (pages of rate 0 wait, dormant, with their budget).
-    Cost: arm O(k log k), poll O(log n + faults), field change O(armed).
-    A per-page flag array (one byte per page) answers `is_armed`.
+    Armed pages wait unsorted in a calendar of fault-work buckets
+    (`kernels.FaultCalendar`) until the work reaches their bucket, which is then
+    sorted into a few batches (size-tiered merging, O(log n) batches); a poll takes
+    the prefix of each batch up to the current work W(now) and maps fault works to
+    times with the timeline's W^-1. When the field changes at time c, every pending
+    page's remaining budget (W_f - W_c) r_old is rescheduled with its new rate (pages
+    of rate 0 wait, dormant, with their budget). Cost: arm O(k), poll O(log n +
+    faults) plus the sort of the buckets reached, field change O(armed). A per-page
+    flag array (one byte per page) answers `is_armed`.
     """
 
     def __init__(self, source: RateSource, rng: np.random.Generator,
@@ -156,9 +161,9 @@ class ScheduledHintFaults(HintFaults):
         self._batches: list[_Batch] = []
         self._dormant = (np.zeros(0, dtype=self._pdt), np.zeros(0, dtype=np.uint32),
                          np.zeros(0))  # pages, arm index, E
-        #: faults beyond the horizon (cumulative work) wait unsorted (see `_schedule`)
-        self._far: list = []  # [(wf, pages, arm)], every wf > self._horizon
-        self._horizon = 0.0
+        #: faults past the current bucket wait unsorted (see `_schedule`)
+        self._cal = FaultCalendar(n, self._pdt, CAL_BUCKETS, CAL_BLOCK)
+        self._cal.new_window(0.0)
         self._field = None
         self._t_sync = None  # set at the first arm or poll
         self._pending: list = []  # faults found while syncing epochs (pages, works, arm)
@@ -192,63 +197,65 @@ class ScheduledHintFaults(HintFaults):
             bs.append(_Batch(*merge_sorted(*b1.live(), *b2.live())))
             if len(bs[-1]) >= MERGE_CAP // 2 and self._narmed >= TRIM_ARMED:
                 del b1, b2
-                trim()  # the merged batches' heap holes (see `_refill`)
+                trim()  # the merged batches' heap holes
 
     def _schedule(self, pages, arm, budget, w0, field) -> None:
         """Schedule pages with remaining Exp(1) budget from work w0 under `field`.
-        Faults beyond the horizon (most of the cold pages' faults, which a run often
-        never reaches) are kept unsorted in `_far` and sorted only when the work nears
-        them (`_refill`): sorting and merging them was most of the cost at 512 GiB."""
+        Faults past the calendar's current bucket wait there unsorted (most of the cold
+        pages' faults, which a run often never reaches); the rest join the sorted
+        batches. Pages of rate 0 wait, dormant, with their budget."""
         r = self._rates(field, pages)
         live = r > 0
-        if live.any():
-            wf, p, a = w0 + budget[live] / r[live], pages[live], arm[live]
-            near = wf <= self._horizon
-            if not near.all():
-                far = ~near
-                self._far.append((wf[far], p[far], a[far]))
-                wf, p, a = wf[near], p[near], a[near]
-            self._push(_sorted_batch(wf, p, a))
-        if (~live).any():
+        if not live.all():
             dp, da, de = self._dormant
             self._dormant = (np.concatenate((dp, pages[~live])),
                              np.concatenate((da, arm[~live])),
                              np.concatenate((de, budget[~live])))
+            pages, arm, budget, r = pages[live], arm[live], budget[live], r[live]
+        if pages.shape[0]:
+            self._add(budget, r, w0, pages, arm)
 
-    def _refill(self, w: float) -> None:
-        """Move the far faults at work <= 4 w into the sorted batches (the horizon grows
-        4x each time, so a run refills O(log work) times)."""
-        h = 4.0 * w
-        keep, wfs, pages, arms = [], [], [], []
-        n = 0
-        for i, (wf, p, a) in enumerate(self._far):
-            m = wf <= h
-            if m.any():
-                wfs.append(wf[m])
-                pages.append(p[m])
-                arms.append(a[m])
-                n += wfs[-1].shape[0]
-                if not m.all():
-                    keep.append((wf[~m], p[~m], a[~m]))
-            else:
-                keep.append((wf, p, a))
-            self._far[i] = None  # free as we go
-            if wfs and (n >= MERGE_CAP or i == len(self._far) - 1):
-                # sorted batches of at most about MERGE_CAP: a bounded transient
-                self._push(_sorted_batch(np.concatenate(wfs), np.concatenate(pages),
-                                         np.concatenate(arms)))
-                wfs, pages, arms, n = [], [], [], 0
-                # the far pieces freed so far are heap holes (an arm's piece is about
-                # 1 MiB): give them back before the next batch, or the refill holds
-                # every armed page twice (autonuma-tiering at 10x bench_memsim)
-                trim()
-        self._far = keep
-        self._horizon = h
+    def _add(self, budget, r, w0, pages, arm) -> None:
+        """Entries at work w0 + budget / r into the calendar or, at or before its
+        current bucket, the sorted batches."""
+        wf, p, a = self._cal.push(np.ascontiguousarray(budget, dtype=np.float64),
+                                  np.ascontiguousarray(r, dtype=np.float64), w0, pages, arm)
+        if wf.shape[0]:
+            self._push(_sorted_batch(wf, p, a))
+
+    def _readd(self, wf, pages, arm) -> None:
+        """Entries with their fault works again (w0 + wf / 1 is wf exactly)."""
+        if wf.shape[0]:
+            self._add(wf, np.ones(wf.shape[0]), 0.0, pages, arm)
+
+    def _pop_bucket(self, j: int) -> None:
+        if self._cal.cnt[j]:
+            self._push(_sorted_batch(*self._cal.pop(j)))
+
+    def _advance(self, w: float) -> None:
+        """Hand every calendar bucket that may hold a fault at work <= w to the sorted
+        batches: the buckets up to w's; past the window, all of them and a new window
+        [w, 4 w) for the entries past the old one (a run opens O(log work) windows)."""
+        c = self._cal
+        if not math.isfinite(w):  # every entry is due (or, at NaN, as numpy's search)
+            for j in range(c.cur + 1, c.nb + 1):
+                self._pop_bucket(j)
+            return
+        xw = c.index(w)
+        if not xw < c.nb:
+            for j in range(c.cur + 1, c.nb):
+                self._pop_bucket(j)
+            wf, p, a = c.roll(w)
+            if wf.shape[0]:
+                self._push(_sorted_batch(wf, p, a))
+            xw = c.index(w)
+        while c.cur + 1 <= xw:
+            c.cur += 1
+            self._pop_bucket(c.cur)
 
     def _take_until(self, w: float) -> None:
         """Move every scheduled fault at work <= w to the pending list."""
-        if w > self._horizon:
-            self._refill(w)
+        self._advance(w)
         for b in self._batches:
             wf = b.wf
             k = int(np.searchsorted(wf[b.head:], w, side="right"))
@@ -292,12 +299,12 @@ class ScheduledHintFaults(HintFaults):
                 wfs.append(w_)
                 pages.append(p_)
                 arms.append(a_)
-            for w_, p_, a_ in self._far:
+            w_, p_, a_ = self._cal.drain()
+            if w_.shape[0]:
                 wfs.append(w_)
                 pages.append(p_)
                 arms.append(a_)
             self._batches = []
-            self._far = []
             if pages:
                 p = np.concatenate(pages)
                 budget = (np.concatenate(wfs) - wc) * self._rates(old, p)
@@ -375,13 +382,10 @@ class ScheduledHintFaults(HintFaults):
                 keep_b.append(b)
                 n += len(b)
         self._batches = keep_b
-        far = []
-        for w_, p_, a_ in self._far:
-            k = self._flag[p_]
-            if k.any():
-                far.append((w_[k], p_[k], a_[k]) if not k.all() else (w_, p_, a_))
-                n += int(k.sum())
-        self._far = far
+        w_, p_, a_ = self._cal.drain()
+        k = self._flag[p_]
+        n += int(k.sum())
+        self._readd(w_[k], p_[k], a_[k])
         dp, da, de = self._dormant
         if dp.shape[0]:
             k = self._flag[dp]
