@@ -235,7 +235,7 @@ class ScheduledHintFaults(HintFaults):
     def _advance(self, w: float) -> None:
         """Hand every calendar bucket that may hold a fault at work <= w to the sorted
         batches: the buckets up to w's; past the window, all of them and a new window
-        [w, 4 w) for the entries past the old one (a run opens O(log work) windows)."""
+        [w, 16 w) for the entries past the old one (a run opens O(log work) windows)."""
         c = self._cal
         if not math.isfinite(w):  # every entry is due (or, at NaN, as numpy's search)
             for j in range(c.cur + 1, c.nb + 1):
