@@ -764,8 +764,7 @@ def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, size
     past the window; the blocks all return to the free stack."""
     rng = np.random.default_rng(seed)
     npages = sum(sizes) + 1
-    cal = kernels.FaultCalendar(npages, np.int32, nb, bsz)
-    cal.new_window(0.0)
+    cal = kernels.FaultCalendar(npages, np.int32, nb, bsz)  # window [0, 1)
     nblocks = cal.nfree[0]
     out_w, out_p = [], []
     next_page = 0

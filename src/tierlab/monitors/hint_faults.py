@@ -163,7 +163,6 @@ class ScheduledHintFaults(HintFaults):
                          np.zeros(0))  # pages, arm index, E
         #: faults past the current bucket wait unsorted (see `_schedule`)
         self._cal = FaultCalendar(n, self._pdt, CAL_BUCKETS, CAL_BLOCK)
-        self._cal.new_window(0.0)
         self._field = None
         self._t_sync = None  # set at the first arm or poll
         self._pending: list = []  # faults found while syncing epochs (pages, works, arm)
@@ -237,7 +236,7 @@ class ScheduledHintFaults(HintFaults):
         batches: the buckets up to w's; past the window, all of them and a new window
         [w, 16 w) for the entries past the old one (a run opens O(log work) windows)."""
         c = self._cal
-        if not math.isfinite(w):  # every entry is due (or, at NaN, as numpy's search)
+        if not math.isfinite(w):  # inf, or NaN (past every work in numpy's search): all due
             for j in range(c.cur + 1, c.nb + 1):
                 self._pop_bucket(j)
             return
