@@ -228,8 +228,11 @@ class ScheduledHintFaults(HintFaults):
             self._add(wf, np.ones(wf.shape[0]), 0.0, pages, arm)
 
     def _pop_bucket(self, j: int) -> None:
+        """Bucket j sorted, as a batch of its own: every batch before it holds works
+        below the bucket's, so merging it with them (`_push`) would copy it into the
+        same order the poll's merge of runs gives."""
         if self._cal.cnt[j]:
-            self._push(_sorted_batch(*self._cal.pop(j)))
+            self._batches.append(_sorted_batch(*self._cal.pop(j)))
 
     def _advance(self, w: float) -> None:
         """Hand every calendar bucket that may hold a fault at work <= w to the sorted
