@@ -416,6 +416,23 @@ def _cal_rebucket_py(src, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head, tail
     return q
 
 
+def _scan_arm_py(node, start, end, skip, flag, unalloc, out):
+    # a NUMA scan step over pages [start, end): the allocated ones (PTEs walked)
+    # counted; those on a node not skipped and not armed yet flagged armed and listed
+    # in out, in address order; returns (walked, listed)
+    walked = 0
+    k = 0
+    for p in range(start, end):
+        v = node[p]
+        if v != unalloc:
+            walked += 1
+        if not skip[v] and not flag[p]:
+            flag[p] = True
+            out[k] = p
+            k += 1
+    return walked, k
+
+
 def _cal_pop_py(j, bsz, pw, pp, pa, nxt, head, tail, fill, cnt, free, nfree, ow, op, oa):
     # bucket j's entries in insertion order into (ow, op, oa); its blocks back on the
     # free stack
@@ -1217,7 +1234,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
        "poll_faults": _poll_faults_py, "cal_push": _cal_push_py, "cal_pop": _cal_pop_py,
-       "cal_rebucket": _cal_rebucket_py,
+       "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "below_neg": _below_neg_py, "sub_expected_eps": _sub_expected_eps_py,
        "first_seen": _first_seen_py,
@@ -1644,6 +1661,15 @@ for _i in range(64):
 
 #: entries a calendar's roll places at a time (64 Ki entries, 1 MiB; at least a block)
 ROLL_PIECE = 1 << 16
+
+
+def scan_arm(node, start: int, end: int, skip, flag, unalloc: int, out):
+    """The pages of [start, end) a NUMA scan step makes PROT_NONE, in one pass: those
+    allocated (counted: the PTEs walked), on a node not in `skip` (indexed by node,
+    `unalloc` included) and not armed yet; they are flagged armed and written to `out`
+    in address order. Returns (walked, how many were written)."""
+    w, k = _kernel("scan_arm")(node, int(start), int(end), skip, flag, np.uint8(unalloc), out)
+    return int(w), int(k)
 
 
 class FaultCalendar:

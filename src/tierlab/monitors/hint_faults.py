@@ -62,7 +62,7 @@ import numpy as np
 
 from ..field import uniq
 from ..heap import trim
-from ..kernels import FaultCalendar, argsort_stable, merge_sorted, poll_faults
+from ..kernels import FaultCalendar, argsort_stable, merge_sorted, poll_faults, scan_arm
 from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
@@ -168,6 +168,7 @@ class ScheduledHintFaults(HintFaults):
         self._pending: list = []  # faults found while syncing epochs (pages, works, arm)
         self._t_poll = None  # time of the previous poll
         self._narmed = 0
+        self._range_buf = None
 
     # -- helpers ------------------------------------------------------------------
     def _rates(self, field, pages) -> np.ndarray:
@@ -340,12 +341,27 @@ class ScheduledHintFaults(HintFaults):
         if pages.shape[0] > 1 and not bool(np.all(pages[1:] > pages[:-1])):
             pages = uniq(pages, runs=True)
         pages = pages[~self._flag[pages]]
-        n = pages.shape[0]
-        if n == 0:
+        if pages.shape[0] == 0:
             return 0
+        self._flag[pages] = True
+        return self._arm_flagged(pages.astype(self._pdt), now)
+
+    def arm_range(self, start: int, end: int, node, skip, now: float) -> tuple[int, int]:
+        """A scan step's `arm` of [start, end) in one pass (`kernels.scan_arm`): the
+        pages on nodes not in `skip` (by node; unallocated skipped); returns (allocated
+        pages walked, pages armed)."""
+        if self._range_buf is None or self._range_buf.shape[0] < end - start:
+            self._range_buf = np.empty(max(end - start, 1024), self._pdt)
+        walked, n = scan_arm(node, start, end, skip, self._flag, UNALLOC, self._range_buf)
+        if n:
+            self._arm_flagged(self._range_buf[:n].copy(), now)
+        return walked, n
+
+    def _arm_flagged(self, pages, now: float) -> int:
+        """Schedule the first access of pages just flagged armed (sorted, unique)."""
+        n = pages.shape[0]
         now = float(now)
         self._sync(now)
-        self._flag[pages] = True
         self._narmed += n
         w0 = self._work_at(now)
         if self._narm_t == self._arm_t.shape[0]:
@@ -353,8 +369,7 @@ class ScheduledHintFaults(HintFaults):
         self._arm_t[self._narm_t] = now
         arm = np.full(n, self._narm_t, dtype=np.uint32)
         self._narm_t += 1
-        self._schedule(pages.astype(self._pdt), arm, self.rng.exponential(size=n), w0,
-                       self._field)
+        self._schedule(pages, arm, self.rng.exponential(size=n), w0, self._field)
         return n
 
     def disarm(self, pages) -> None:
@@ -599,12 +614,14 @@ class NumaScanner(Monitor):
         while True:
             end = min(pos + pages_budget, n)
             end = min(-(-end // 512) * 512, n)  # ALIGN(start + pages, HPAGE_SIZE)
-            seg = node[pos:end]
-            walked += int(np.count_nonzero(seg != UNALLOC))
-            cand = np.flatnonzero(~skip[seg])
-            new = 0
-            if cand.size:
-                new = self.hf.arm(cand + pos, now)
+            if hasattr(self.hf, "arm_range"):
+                w, new = self.hf.arm_range(pos, end, node, skip, now)
+                walked += w
+            else:
+                seg = node[pos:end]
+                walked += int(np.count_nonzero(seg != UNALLOC))
+                cand = np.flatnonzero(~skip[seg])
+                new = self.hf.arm(cand + pos, now) if cand.size else 0
             virt -= end - pos
             pos = end
             if new:
