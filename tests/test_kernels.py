@@ -812,3 +812,28 @@ def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, size
     with np.errstate(invalid="ignore"):
         assert not np.any(cal.index(rest_w) < cal.cur + 1)
         assert not np.any(rest_w <= w_now)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 300), st.integers(0, 300))
+def test_scan_arm_is_the_numpy_scan_step(seed, a, b):
+    """A scan step's range in one pass: the PTEs walked (allocated pages) and the pages
+    newly armed (on no skipped node, not armed yet), flagged, as numpy finds them."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    node = rng.choice(np.array([0, 1, 2, 255], np.uint8), n)
+    flag = rng.random(n) < 0.3
+    skip = np.zeros(256, bool)
+    skip[255] = True
+    skip[rng.integers(0, 3)] = True
+    start, end = min(a, b), max(a, b)
+    seg = node[start:end]
+    want = np.flatnonzero(~skip[seg] & ~flag[start:end]) + start
+    walked = int(np.count_nonzero(seg != 255))
+    f2 = flag.copy()
+    out = np.empty(n, np.int32)
+    w, k = kernels.scan_arm(node, start, end, skip, f2, 255, out)
+    assert w == walked and k == want.shape[0]
+    np.testing.assert_array_equal(out[:k], want)
+    flag[want] = True
+    np.testing.assert_array_equal(f2, flag)
