@@ -42,9 +42,14 @@ class ShadowCopies:
         #: `pages` is live only while its page's shadow is there and of its generation,
         #: so a page shadowed again needs no search for its old entry
         self.gen = np.zeros(mem.npages, dtype=np.uint8)
-        self.pages = np.zeros(0, dtype=np.int64)  #: live (or stale) shadowed pages
-        self.egen = np.zeros(0, dtype=np.uint8)  #: the generation of each entry
-        self.expire = np.zeros(0)  #: work at which each one is first written
+        #: the entries, in the first `_n` places of buffers that double when full (a
+        #: copy of every entry at each `add` made NOMAD quadratic in its promotions):
+        #: the shadowed pages (live or stale), each entry's generation, and the work
+        #: at which each page is first written
+        self._pages = np.zeros(1024, dtype=np.int64)
+        self._egen = np.zeros(1024, dtype=np.uint8)
+        self._expire = np.zeros(1024)
+        self._n = 0
         self._dead = 0  #: entries known stale (compacted once a quarter of them)
         self.rng = sim.rng_for("nomad-shadows")
         self.created = 0
@@ -57,6 +62,18 @@ class ShadowCopies:
         self.tpm_failed = 0
 
     # -- bookkeeping -------------------------------------------------------------------
+    @property
+    def pages(self) -> np.ndarray:
+        return self._pages[:self._n]
+
+    @property
+    def egen(self) -> np.ndarray:
+        return self._egen[:self._n]
+
+    @property
+    def expire(self) -> np.ndarray:
+        return self._expire[:self._n]
+
     def _live(self) -> np.ndarray:
         p = self.pages
         return (self.node[p] != UNALLOC) & (self.gen[p] == self.egen)
@@ -85,9 +102,16 @@ class ShadowCopies:
         self.node[pages] = src
         k = self.sim.machine.nnodes
         self.sim.mem.held += np.bincount(src, minlength=256)[:k]
-        self.pages = np.concatenate((self.pages, pages))
-        self.egen = np.concatenate((self.egen, self.gen[pages]))
-        self.expire = np.concatenate((self.expire, self._first_write(pages)))
+        n, m = self._n, len(pages)
+        if n + m > self._pages.shape[0]:
+            cap = max(2 * self._pages.shape[0], n + m)
+            self._pages = np.concatenate((self.pages, np.zeros(cap - n, np.int64)))
+            self._egen = np.concatenate((self.egen, np.zeros(cap - n, np.uint8)))
+            self._expire = np.concatenate((self.expire, np.zeros(cap - n)))
+        self._pages[n:n + m] = pages
+        self._egen[n:n + m] = self.gen[pages]
+        self._expire[n:n + m] = self._first_write(pages)
+        self._n = n + m
         self.created += len(pages)
 
     def drop(self, pages, count: str = "other") -> int:
@@ -122,8 +146,11 @@ class ShadowCopies:
             return
         live = self._live()
         if not live.all():
-            self.pages, self.egen, self.expire = \
-                self.pages[live], self.egen[live], self.expire[live]
+            k = int(live.sum())
+            self._pages[:k] = self.pages[live]
+            self._egen[:k] = self.egen[live]
+            self._expire[:k] = self.expire[live]
+            self._n = k
         self._dead = 0
 
     # -- events ------------------------------------------------------------------------
@@ -146,7 +173,7 @@ class ShadowCopies:
         """The field changed: draw each live shadow's first write again."""
         self._compact(force=True)
         if self.pages.size:
-            self.expire = self._first_write(self.pages)
+            self._expire[:self._n] = self._first_write(self.pages)
 
     def reclaim(self, node: int, n: int) -> int:
         """Free up to n shadow frames on `node` (memory pressure there), oldest first."""
