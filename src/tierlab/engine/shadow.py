@@ -31,6 +31,12 @@ import numpy as np
 from ..kernels import merge_sorted
 from .memory import UNALLOC
 
+#: a page's shadow generation: 2 bytes, so that a generation wraps (and forces a
+#: compaction of every entry) once in 65,535 shadows of a page, not 255 (NOMAD at 10x
+#: bench_memsim compacted at every few promotion batches)
+GEN = np.uint16
+GEN_MAX = np.iinfo(GEN).max
+
 
 class ShadowCopies:
     """The shadow frames of promoted pages and the TPM transactions of one run."""
@@ -42,13 +48,13 @@ class ShadowCopies:
         #: each page's shadow generation (bumped at every new shadow): an entry of
         #: `pages` is live only while its page's shadow is there and of its generation,
         #: so a page shadowed again needs no search for its old entry
-        self.gen = np.zeros(mem.npages, dtype=np.uint8)
+        self.gen = np.zeros(mem.npages, dtype=GEN)
         #: the entries in creation order, in the first `_n` places of buffers that
         #: double when full (a copy of every entry at each `add` made NOMAD quadratic
         #: in its promotions): the shadowed pages (live or stale) and each entry's
         #: generation
         self._pages = np.zeros(1024, dtype=np.int64)
-        self._egen = np.zeros(1024, dtype=np.uint8)
+        self._egen = np.zeros(1024, dtype=GEN)
         self._n = 0
         #: the same entries by the work at which each page is first written: a few
         #: sorted runs [expire, pages, egen, head] (size-tiered merging), so a tick
@@ -56,6 +62,9 @@ class ShadowCopies:
         #: bench_memsim: a quarter of its time)
         self._runs: list = []
         self._dead = 0  #: entries known stale (compacted once a quarter of them)
+        #: per node, an entry index before which no entry is a live shadow on it (an
+        #: entry that is not never becomes one): `reclaim` starts its scan there
+        self._rptr: dict = {}
         self.rng = sim.rng_for("nomad-shadows")
         self.created = 0
         self.remapped = 0
@@ -98,7 +107,7 @@ class ShadowCopies:
         if len(pages) == 0:
             return
         # a wrap could revive a stale entry: then none may be left
-        self._compact(force=bool((self.gen[pages] == 255).any()))
+        self._compact(force=bool((self.gen[pages] == GEN_MAX).any()))
         self.gen[pages] += 1
         self.node[pages] = src
         k = self.sim.machine.nnodes
@@ -107,7 +116,7 @@ class ShadowCopies:
         if n + m > self._pages.shape[0]:
             cap = max(2 * self._pages.shape[0], n + m)
             self._pages = np.concatenate((self.pages, np.zeros(cap - n, np.int64)))
-            self._egen = np.concatenate((self.egen, np.zeros(cap - n, np.uint8)))
+            self._egen = np.concatenate((self.egen, np.zeros(cap - n, GEN)))
         self._pages[n:n + m] = pages
         self._egen[n:n + m] = self.gen[pages]
         self._n = n + m
@@ -162,6 +171,7 @@ class ShadowCopies:
             self._pages[:k] = self.pages[live]
             self._egen[:k] = self.egen[live]
             self._n = k
+            self._rptr = {}
             runs = []
             for e, p, g, h in self._runs:
                 keep = (self.node[p[h:]] != UNALLOC) & (self.gen[p[h:]] == g[h:])
@@ -204,8 +214,20 @@ class ShadowCopies:
         if n <= 0 or self.pages.size == 0:
             return 0
         self._compact()
-        on = self.pages[(self.node[self.pages] == node) & (self.gen[self.pages] == self.egen)]
-        return self.drop(on[:int(n)], "reclaimed")
+        i = self._rptr.get(node, 0)
+        need, got = int(n), []
+        step = max(4 * need, 4096)
+        while need > 0 and i < self._n:
+            p, g = self._pages[i:min(i + step, self._n)], self._egen[i:min(i + step, self._n)]
+            on = np.flatnonzero((self.node[p] == node) & (self.gen[p] == g))[:need]
+            got.append(p[on])
+            need -= on.shape[0]
+            # the entries up to the last one taken are no live shadow on the node now
+            i = i + int(on[-1]) + 1 if need == 0 else i + p.shape[0]
+        self._rptr[node] = i
+        if not got:
+            return 0
+        return self.drop(np.concatenate(got), "reclaimed")
 
     def tpm_outcome(self, pages, copy_s: float, retries: int):
         """Which transactions of `pages` commit within `retries` attempts of `copy_s`
