@@ -182,10 +182,14 @@ def test_bad_parameters_name_the_value(spec):
         POLICIES.create(spec)
 
 
-def test_a_page_shadowed_hundreds_of_times_keeps_one_live_entry():
+@pytest.mark.parametrize("gen", [np.uint8, np.uint16])
+def test_a_page_shadowed_hundreds_of_times_keeps_one_live_entry(monkeypatch, gen):
     """Read-only pages promoted by TPM and demoted by remap 300 times (each a new shadow
-    generation, past the one-byte counter's wrap): the frames held stay those of the
-    live shadows, no stale entry comes back, and the entries stay bounded."""
+    generation; with one-byte generations, past their wrap): the frames held stay those
+    of the live shadows, no stale entry comes back, and the entries stay bounded."""
+    from tierlab.engine import shadow
+    monkeypatch.setattr(shadow, "GEN", gen)
+    monkeypatch.setattr(shadow, "GEN_MAX", np.iinfo(gen).max)
     def cycle(sim):
         sim.migrate(np.flatnonzero(sim.node_of(np.arange(2400)) == 0)[:50], 1)
         remapped = 0 if sim.shadows is None else sim.shadows.remapped

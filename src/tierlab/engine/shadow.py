@@ -63,7 +63,8 @@ class ShadowCopies:
         self._runs: list = []
         self._dead = 0  #: entries known stale (compacted once a quarter of them)
         #: per node, an entry index before which no entry is a live shadow on it (an
-        #: entry that is not never becomes one): `reclaim` starts its scan there
+        #: entry that is not a live shadow on a node never becomes one): `reclaim`
+        #: starts its scan there
         self._rptr: dict = {}
         self.rng = sim.rng_for("nomad-shadows")
         self.created = 0
@@ -195,7 +196,9 @@ class ShadowCopies:
             if k:
                 ps.append(r[1][h:h + k])
                 gs.append(r[2][h:h + k])
-                r[3] = h + k
+                r[3] = h = h + k
+                if 2 * h > e.shape[0] and h > 4096:  # give the consumed part back
+                    r[:] = [e[h:].copy(), r[1][h:].copy(), r[2][h:].copy(), 0]
         self._runs = [r for r in self._runs if r[3] < r[0].shape[0]]
         if not ps:
             return 0
