@@ -837,3 +837,24 @@ def test_scan_arm_is_the_numpy_scan_step(seed, a, b):
     np.testing.assert_array_equal(out[:k], want)
     flag[want] = True
     np.testing.assert_array_equal(f2, flag)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 200))
+def test_lru_mark_is_is_active_then_mark_accessed(seed, k):
+    """A fault's LRU marks in one pass: which pages were active, and of the others the
+    referenced ones listed for activation and the rest made referenced, as numpy's
+    `is_active` then `mark_accessed` make them."""
+    rng = np.random.default_rng(seed)
+    flags = rng.integers(0, 8, 300).astype(np.uint8)
+    pages = rng.permutation(300)[:k].astype(np.int64)
+    act_ref = (flags[pages] & 1) != 0
+    rest = pages[~act_ref]
+    second_ref = rest[(flags[rest] & 2) != 0]
+    want = flags.copy()
+    first = rest[(flags[rest] & 2) == 0]
+    want[first] |= 2
+    act, second = kernels.lru_mark(flags, pages, 1, 2)
+    np.testing.assert_array_equal(act, act_ref)
+    np.testing.assert_array_equal(second, second_ref)
+    np.testing.assert_array_equal(flags, want)

@@ -10,7 +10,9 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   5.9 ms) and merged in one pass: 45% of AutoNUMA's CPU was numpy's argsort.
 - `FaultCalendar` (`cal_push`, `cal_pop`, `cal_rebucket`): the hint faults scheduled
   past the current bucket of fault work wait unsorted in a calendar queue, so only the
-  faults a run reaches are sorted (tpp at 10x bench_memsim: 66 -> 40 s).
+  faults a run reaches are sorted (tpp at 10x bench_memsim: 66 -> 35-40 s).
+- `scan_arm`, `lru_mark`: a NUMA scan step's range armed, and a hint fault's LRU marks
+  (TPP, NOMAD), one pass each where numpy made seven and five.
 - `poll_faults`: a hint-fault poll's times (W^-1), order and latencies in one pass,
   ordering by merging the batches' sorted runs instead of a radix sort (autonuma at 100
   simulated s of bench_scale: 22.9-24.9 -> 18.2-20.8 s).
@@ -431,6 +433,26 @@ def _scan_arm_py(node, start, end, skip, flag, unalloc, out):
             out[k] = p
             k += 1
     return walked, k
+
+
+def _lru_mark_py(flags, pages, active, referenced, act, second):
+    # act[i]: pages[i] active; the inactive ones marked accessed: referenced ones
+    # listed in second (to be activated by the caller), the others made referenced;
+    # returns how many were listed
+    k = 0
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        f = flags[p]
+        if f & active:
+            act[i] = True
+        else:
+            act[i] = False
+            if f & referenced:
+                second[k] = p
+                k += 1
+            else:
+                flags[p] = f | referenced
+    return k
 
 
 def _cal_pop_py(j, bsz, pw, pp, pa, nxt, head, tail, fill, cnt, free, nfree, ow, op, oa):
@@ -1234,7 +1256,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
        "poll_faults": _poll_faults_py, "cal_push": _cal_push_py, "cal_pop": _cal_pop_py,
-       "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py,
+       "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "below_neg": _below_neg_py, "sub_expected_eps": _sub_expected_eps_py,
        "first_seen": _first_seen_py,
@@ -1445,6 +1467,16 @@ def set_active(flags, node_map, pages, on: bool, active: int, setbits: int, keep
                                      row if use else np.zeros(1, np.uint64), use,
                                      sel if use_sel else np.zeros(1, np.bool_), use_sel,
                                      bool(sel_val)))
+
+
+def lru_mark(flags, pages, active: int, referenced: int):
+    """`LRU.mark_faulted` in one pass: which pages are active, and of the others those
+    already referenced (to activate; the rest are made referenced here)."""
+    act = np.empty(pages.shape[0], np.bool_)
+    second = np.empty(pages.shape[0], np.int64)
+    k = _kernel("lru_mark")(flags, pages, np.uint8(active), np.uint8(referenced), act,
+                            second)
+    return act, second[:k]
 
 
 def disjoint_ranges(starts, ends) -> bool:

@@ -96,6 +96,15 @@ class LRU:
         self.flags[first] |= REFERENCED
         return was_active
 
+    def mark_faulted(self, pages) -> np.ndarray:
+        """`is_active(pages)`, then `mark_accessed` of the inactive ones (a hint fault
+        on a page TPP does not promote), in one pass over `pages` (no page twice);
+        returns which were active."""
+        act, second = kernels.lru_mark(self.flags, np.asarray(pages, dtype=np.int64),
+                                       ACTIVE, REFERENCED)
+        self.activate(second)
+        return act
+
     # -- engine hooks ---------------------------------------------------------------
     def on_alloc(self, start: int, end: int) -> None:
         """New anonymous pages start inactive (Linux >= 5.9)."""

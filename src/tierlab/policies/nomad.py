@@ -97,9 +97,7 @@ class Nomad(Tpp):
         _, first = np.unique(req, return_index=True)  # PagePromQueued
         req = req[np.sort(first)]
         for _ in range(2):  # mark_page_accessed until active, as the re-checks do
-            cold = req[~lru.is_active(req)]
-            lru.mark_accessed(cold)
-            self.marked += int(cold.shape[0])
+            self.marked += int((~lru.mark_faulted(req)).sum())
         self.kswapd.wake_below_target()
         self._kswapd_rate()
         self.kswapd.serve(np.zeros(0, dtype=np.int64), np.zeros(0), now, "promote")

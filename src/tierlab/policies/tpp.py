@@ -112,8 +112,7 @@ class Tpp(NumaBalancingBase):
     def promote_faulted(self, p, t, now):
         """Patch 5: a fault promotes its page if it is on the active LRU, else marks it
         accessed; returns (pages moved, promotions failed)."""
-        act = self.sim.lru.is_active(p)
-        self.sim.lru.mark_accessed(p[~act])
+        act = self.sim.lru.mark_faulted(p)
         self.marked += int((~act).sum())
         self.kswapd.wake_below_target()
         act &= self.may_promote()
