@@ -12,7 +12,7 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   past the current bucket of fault work wait unsorted in a calendar queue, so only the
   faults a run reaches are sorted (tpp at 10x bench_memsim: 66 -> 35-40 s).
 - `scan_arm`, `lru_mark`: a NUMA scan step's range armed, and a hint fault's LRU marks
-  (TPP, NOMAD), one pass each where numpy made seven and five.
+  (TPP, NOMAD), one pass each where numpy made several.
 - `poll_faults`: a hint-fault poll's times (W^-1), order and latencies in one pass,
   ordering by merging the batches' sorted runs instead of a radix sort (autonuma at 100
   simulated s of bench_scale: 22.9-24.9 -> 18.2-20.8 s).
@@ -180,7 +180,7 @@ def _runs_order_py(keys):
 
 #: helpers kernels call, compiled by `_kernel` before any kernel (each `X` is `X_py`
 #: until then)
-_HELPERS = ("_upper", "_lower", "_runs_order", "_cal_place")
+_HELPERS = ("_upper", "_lower", "_runs_order", "_cal_place", "_cal_unlink")
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
 
 
@@ -374,6 +374,22 @@ def _cal_place_py(w, pg, am, n, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head
 _cal_place = _cal_place_py  # a helper (`_HELPERS`)
 
 
+def _cal_unlink_py(b, e, bsz, pw, pp, pa, nxt, free, nfree, ow, op, oa, q):
+    # block b's first e entries copied to (ow, op, oa) from q, the block put back on
+    # the free stack; returns the next block of its chain
+    s = np.int64(b) * bsz
+    for i in range(e):
+        ow[q + i] = pw[s + i]
+        op[q + i] = pp[s + i]
+        oa[q + i] = pa[s + i]
+    free[nfree[0]] = b
+    nfree[0] += 1
+    return nxt[b]
+
+
+_cal_unlink = _cal_unlink_py  # a helper (`_HELPERS`)
+
+
 def _cal_push_py(budget, r, w0, pages, arm, base, scale, lim, nb, bsz, pw, pp, pa, nxt,
                  head, tail, fill, cnt, free, nfree, w, jb, order, near_w, near_p, near_a):
     # fault work w0 + budget / r of each entry (numpy's order of operations), placed
@@ -401,16 +417,8 @@ def _cal_rebucket_py(src, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head, tail
     m = 0
     while b >= 0:
         e = lastfill if b == last else bsz
-        s = np.int64(b) * bsz
-        for i in range(e):
-            bw[m] = pw[s + i]
-            bp[m] = pp[s + i]
-            ba[m] = pa[s + i]
-            m += 1
-        nb_ = nxt[b]
-        free[nfree[0]] = b
-        nfree[0] += 1
-        b = nb_
+        b = _cal_unlink(b, e, bsz, pw, pp, pa, nxt, free, nfree, bw, bp, ba, m)
+        m += e
         if b < 0 or m + bsz > chunk:
             q = _cal_place(bw, bp, ba, m, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head,
                            tail, fill, cnt, free, nfree, jb, order, ow, op, oa, q)
@@ -462,16 +470,8 @@ def _cal_pop_py(j, bsz, pw, pp, pa, nxt, head, tail, fill, cnt, free, nfree, ow,
     q = 0
     while b >= 0:
         m = fill[j] if b == tail[j] else bsz
-        s = np.int64(b) * bsz
-        for k in range(m):
-            ow[q] = pw[s + k]
-            op[q] = pp[s + k]
-            oa[q] = pa[s + k]
-            q += 1
-        nb = nxt[b]
-        free[nfree[0]] = b
-        nfree[0] += 1
-        b = nb
+        b = _cal_unlink(b, m, bsz, pw, pp, pa, nxt, free, nfree, ow, op, oa, q)
+        q += m
     head[j] = -1
     tail[j] = -1
     fill[j] = 0
