@@ -410,17 +410,17 @@ def test_fault_batches_are_a_stable_sort(ties):
     arm = np.arange(5000, dtype=np.uint32)
     b = _sorted_batch(wf, pages, arm)
     order = np.argsort(wf, kind="stable")
-    np.testing.assert_array_equal(b.wf, wf[order])
+    np.testing.assert_array_equal(b.keys, wf[order])
     np.testing.assert_array_equal(b.pages, pages[order])
-    np.testing.assert_array_equal(b.arm, arm[order])
+    np.testing.assert_array_equal(b.tag, arm[order])
     b1, b2 = _sorted_batch(wf[:2000], pages[:2000], arm[:2000]), \
         _sorted_batch(wf[2000:], pages[2000:], arm[2000:])
     w, p, a = merge_sorted(*b1.live(), *b2.live())
-    cat = np.concatenate((b1.wf, b2.wf))
+    cat = np.concatenate((b1.keys, b2.keys))
     o = np.argsort(cat, kind="stable")
     np.testing.assert_array_equal(w, cat[o])
     np.testing.assert_array_equal(p, np.concatenate((b1.pages, b2.pages))[o])
-    np.testing.assert_array_equal(a, np.concatenate((b1.arm, b2.arm))[o])
+    np.testing.assert_array_equal(a, np.concatenate((b1.tag, b2.tag))[o])
     assert p.dtype == np.int32 and a.dtype == np.uint32
 
 
@@ -469,4 +469,4 @@ def test_sorted_batch_is_the_stable_order_with_and_without_ties():
         b = _sorted_batch(wf, pages, pages.astype(np.uint32))
         order = np.argsort(wf, kind="stable")
         np.testing.assert_array_equal(b.pages, pages[order])
-        np.testing.assert_array_equal(b.wf, wf[order])
+        np.testing.assert_array_equal(b.keys, wf[order])

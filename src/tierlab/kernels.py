@@ -1632,9 +1632,8 @@ def pick_pairs(p_src, vals, partner, free_slots: int, dp: float, most: int):
     # > 0, or a free frame for p > 0), and the partner pointer's stops for the others
     # do not move it: the walk skips them (bench_memsim's colloid-hemem: 276 of 241,000
     # sources a call)
-    src = np.arange(p_src.shape[0])
-    if vals.shape[0] == 0 or vals[0] >= 0:
-        src = np.flatnonzero(p_src > 0)
+    src = np.flatnonzero(p_src > 0) if vals.shape[0] == 0 or vals[0] >= 0 \
+        else np.arange(p_src.shape[0])
     k = _kernel("pick_pairs")(p_src, src[np.argsort(p_src[src], kind="stable")], vals,
                               np.ascontiguousarray(partner, dtype=np.int64), int(free_slots),
                               float(dp), most, out_i, out_j)
@@ -1696,6 +1695,58 @@ def nimble_active(dscan, flags, inserted, checked, now: int, clear: int) -> None
 _DEBRUIJN = np.zeros(64, np.int64)
 for _i in range(64):
     _DEBRUIJN[((1 << _i) * 0x03F79D71B4CB0A89 % 2**64) >> 58] = _i
+
+
+class SortedRun:
+    """Entries sorted by key (`keys`), with their pages and a second payload (`tag`: a
+    hint fault's arm index, a NOMAD shadow's generation), the first `head` taken."""
+
+    __slots__ = ("keys", "pages", "tag", "head")
+
+    def __init__(self, keys, pages, tag):
+        self.keys, self.pages, self.tag, self.head = keys, pages, tag, 0
+
+    def __len__(self):
+        return self.keys.shape[0] - self.head
+
+    def live(self):
+        h = self.head
+        return self.keys[h:], self.pages[h:], self.tag[h:]
+
+
+def push_tiered(runs: list, run: SortedRun, cap: float = math.inf) -> int:
+    """Append `run` to `runs` (size-tiered): merge the last two while the one before
+    is at most twice as long as the last and both together at most `cap` (`merge_sorted`,
+    stable: the earlier run first at equal keys). Returns the longest run a merge made
+    (0 if none)."""
+    if len(run) == 0:
+        return 0
+    runs.append(run)
+    made = 0
+    while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]) \
+            and len(runs[-2]) + len(runs[-1]) <= cap:
+        r2, r1 = runs.pop(), runs.pop()
+        runs.append(SortedRun(*merge_sorted(*r1.live(), *r2.live())))
+        made = max(made, len(runs[-1]))
+    return made
+
+
+def take_through(runs: list, key: float) -> list:
+    """Every entry of `runs` with key <= `key`, as each run's prefix (keys, pages, tag),
+    taken out of it: a run more than half taken (past 4,096 entries) is copied down, an
+    emptied one removed from `runs`."""
+    out = []
+    for r in runs:
+        h = r.head
+        k = int(np.searchsorted(r.keys[h:], key, side="right"))
+        if k:
+            out.append((r.keys[h:h + k], r.pages[h:h + k], r.tag[h:h + k]))
+            r.head = h = h + k
+            if h * 2 > r.keys.shape[0] and h > 4096:
+                r.keys, r.pages, r.tag = r.keys[h:].copy(), r.pages[h:].copy(), r.tag[h:].copy()
+                r.head = 0
+    runs[:] = [r for r in runs if len(r)]
+    return out
 
 
 #: entries a calendar's roll places at a time (64 Ki entries, 1 MiB; at least a block)
@@ -1812,11 +1863,11 @@ class FaultCalendar:
         q = 0
         if n:
             m = min(n, max(ROLL_PIECE, self.bsz))
+            bw, bp, ba, jb, order, _ = self._scratch(m)
             q = _kernel("cal_rebucket")(
                 self.nb, self.base, self.scale, float(self.cur + 1), self.nb, self.bsz,
                 self.pw, self.pp, self.pa, self.nxt, self.head, self.tail, self.fill,
-                self.cnt, self.free, self.nfree, np.empty(m), np.empty(m, self.pp.dtype),
-                np.empty(m, np.uint32), np.empty(m, np.int64), np.empty(m, np.int64),
+                self.cnt, self.free, self.nfree, bw[:m], bp[:m], ba[:m], jb, order,
                 ow, op, oa)
         return ow[:q].copy(), op[:q].copy(), oa[:q].copy()
 

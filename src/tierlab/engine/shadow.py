@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import merge_sorted
+from ..kernels import SortedRun, push_tiered, take_through
 from .memory import UNALLOC
 
 #: a page's shadow generation: 2 bytes, so that a generation wraps (and forces a
@@ -57,10 +57,10 @@ class ShadowCopies:
         self._egen = np.zeros(1024, dtype=GEN)
         self._n = 0
         #: the same entries by the work at which each page is first written: a few
-        #: sorted runs [expire, pages, egen, head] (size-tiered merging), so a tick
-        #: takes the expired prefixes instead of comparing every entry (NOMAD at 10x
-        #: bench_memsim: a quarter of its time)
-        self._runs: list = []
+        #: sorted runs (keys: that work; tag: the generation; `kernels.push_tiered`),
+        #: so a tick takes the expired prefixes instead of comparing every entry (NOMAD
+        #: at 10x bench_memsim: a quarter of its time)
+        self._runs: list[SortedRun] = []
         self._dead = 0  #: entries known stale (compacted once a quarter of them)
         #: per node, an entry index before which no entry is a live shadow on it (an
         #: entry that is not a live shadow on a node never becomes one): `reclaim`
@@ -128,13 +128,8 @@ class ShadowCopies:
         """Entries into the runs by expiry (a stable sort, then merges while the run
         before is at most twice as long)."""
         o = np.argsort(expire, kind="stable")
-        runs = self._runs
-        runs.append([expire[o], np.asarray(pages, np.int64)[o], np.asarray(egen)[o], 0])
-        while len(runs) > 1 and runs[-2][0].shape[0] - runs[-2][3] <= \
-                2 * (runs[-1][0].shape[0] - runs[-1][3]):
-            b, a = runs.pop(), runs.pop()
-            runs.append(list(merge_sorted(a[0][a[3]:], a[1][a[3]:], a[2][a[3]:],
-                                          b[0][b[3]:], b[1][b[3]:], b[2][b[3]:])) + [0])
+        push_tiered(self._runs, SortedRun(expire[o], np.asarray(pages, np.int64)[o],
+                                          np.asarray(egen)[o]))
 
     def drop(self, pages, count: str = "other") -> int:
         """Free the shadows of `pages` (those that have one); returns how many."""
@@ -174,10 +169,11 @@ class ShadowCopies:
             self._n = k
             self._rptr = {}
             runs = []
-            for e, p, g, h in self._runs:
-                keep = (self.node[p[h:]] != UNALLOC) & (self.gen[p[h:]] == g[h:])
+            for r in self._runs:
+                e, p, g = r.live()
+                keep = (self.node[p] != UNALLOC) & (self.gen[p] == g)
                 if keep.any():
-                    runs.append([e[h:][keep], p[h:][keep], g[h:][keep], 0])
+                    runs.append(SortedRun(e[keep], p[keep], g[keep]))
             self._runs = runs
         self._dead = 0
 
@@ -188,21 +184,10 @@ class ShadowCopies:
         if self.pages.size == 0:
             return 0
         self._compact()
-        work = self.sim.work
-        ps, gs = [], []
-        for r in self._runs:  # each run's expired prefix, taken out of it
-            e, h = r[0], r[3]
-            k = int(np.searchsorted(e[h:], work, side="right"))
-            if k:
-                ps.append(r[1][h:h + k])
-                gs.append(r[2][h:h + k])
-                r[3] = h = h + k
-                if 2 * h > e.shape[0] and h > 4096:  # give the consumed part back
-                    r[:] = [e[h:].copy(), r[1][h:].copy(), r[2][h:].copy(), 0]
-        self._runs = [r for r in self._runs if r[3] < r[0].shape[0]]
-        if not ps:
+        got = take_through(self._runs, self.sim.work)
+        if not got:
             return 0
-        p, g = np.concatenate(ps), np.concatenate(gs)
+        p, g = np.concatenate([x[1] for x in got]), np.concatenate([x[2] for x in got])
         return self.drop(p[(self.node[p] != UNALLOC) & (self.gen[p] == g)], "write")
 
     def redraw(self) -> None:

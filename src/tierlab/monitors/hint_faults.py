@@ -62,7 +62,8 @@ import numpy as np
 
 from ..field import uniq
 from ..heap import trim
-from ..kernels import FaultCalendar, argsort_stable, merge_sorted, poll_faults, scan_arm
+from ..kernels import (FaultCalendar, SortedRun, argsort_stable, poll_faults, push_tiered,
+                       scan_arm, take_through)
 from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
@@ -91,25 +92,10 @@ CAL_BUCKETS = 1024
 CAL_BLOCK = 64
 
 
-class _Batch:
-    """Armed pages sorted by the cumulative work at which they fault; `arm` holds each
-    page's arming as an index into the monitor's table of arm times (4 bytes, not 8)."""
-
-    __slots__ = ("wf", "pages", "arm", "head")
-
-    def __init__(self, wf, pages, arm):
-        self.wf, self.pages, self.arm, self.head = wf, pages, arm, 0
-
-    def __len__(self):
-        return self.wf.shape[0] - self.head
-
-    def live(self):
-        h = self.head
-        return self.wf[h:], self.pages[h:], self.arm[h:]
-
-
-def _sorted_batch(wf, pages, arm) -> _Batch:
-    """The entries sorted by fault work, equal works in input order (a stable sort).
+def _sorted_batch(wf, pages, arm) -> SortedRun:
+    """A batch of armed pages sorted by the cumulative work at which they fault (keys),
+    each with its arming (tag) as an index into the monitor's table of arm times (4
+    bytes, not 8); equal works in input order (a stable sort).
     numpy's default sort (SIMD quicksort: 18-24 ns an entry against the compiled radix
     sort's 28-36 at 65,536 entries) is not stable, but without equal works (or NaN)
     there is one sorted order, so its result is the stable one; where the sorted works
@@ -119,7 +105,7 @@ def _sorted_batch(wf, pages, arm) -> _Batch:
     if w.shape[0] > 1 and (w[-1] != w[-1] or not bool(np.all(w[1:] != w[:-1]))):
         order = argsort_stable(wf)
         w = wf[order]
-    return _Batch(w, pages[order], arm[order])
+    return SortedRun(w, pages[order], arm[order])
 
 
 class ScheduledHintFaults(HintFaults):
@@ -158,7 +144,7 @@ class ScheduledHintFaults(HintFaults):
         #: the time of each arm() call; entries hold an index into it
         self._arm_t = np.zeros(1024)
         self._narm_t = 0
-        self._batches: list[_Batch] = []
+        self._batches: list[SortedRun] = []
         self._dormant = (np.zeros(0, dtype=self._pdt), np.zeros(0, dtype=np.uint32),
                          np.zeros(0))  # pages, arm index, E
         #: faults past the current bucket wait unsorted (see `_schedule`)
@@ -185,19 +171,10 @@ class ScheduledHintFaults(HintFaults):
     def is_armed(self, pages) -> np.ndarray:
         return self._flag[np.asarray(pages, dtype=np.int64)]
 
-    def _push(self, b: _Batch) -> None:
-        if len(b) == 0:
-            return
-        bs = self._batches
-        bs.append(b)
-        # size-tiered: merge while the previous batch is not more than twice as large
-        while len(bs) > 1 and len(bs[-2]) <= 2 * len(bs[-1]) \
-                and len(bs[-2]) + len(bs[-1]) <= MERGE_CAP:
-            b2, b1 = bs.pop(), bs.pop()
-            bs.append(_Batch(*merge_sorted(*b1.live(), *b2.live())))
-            if len(bs[-1]) >= MERGE_CAP // 2 and self._narmed >= TRIM_ARMED:
-                del b1, b2
-                trim()  # the merged batches' heap holes
+    def _push(self, b: SortedRun) -> None:
+        if push_tiered(self._batches, b, MERGE_CAP) >= MERGE_CAP // 2 \
+                and self._narmed >= TRIM_ARMED:
+            trim()  # the merged batches' heap holes
 
     def _schedule(self, pages, arm, budget, w0, field) -> None:
         """Schedule pages with remaining Exp(1) budget from work w0 under `field`.
@@ -218,8 +195,13 @@ class ScheduledHintFaults(HintFaults):
     def _add(self, budget, r, w0, pages, arm) -> None:
         """Entries at work w0 + budget / r into the calendar or, at or before its
         current bucket, the sorted batches."""
-        wf, p, a = self._cal.push(np.ascontiguousarray(budget, dtype=np.float64),
-                                  np.ascontiguousarray(r, dtype=np.float64), w0, pages, arm)
+        self._push_near(*self._cal.push(np.ascontiguousarray(budget, dtype=np.float64),
+                                        np.ascontiguousarray(r, dtype=np.float64), w0,
+                                        pages, arm))
+
+    def _push_near(self, wf, p, a) -> None:
+        """Entries the calendar handed back (at or before its current bucket), sorted
+        into the batches."""
         if wf.shape[0]:
             self._push(_sorted_batch(wf, p, a))
 
@@ -248,9 +230,7 @@ class ScheduledHintFaults(HintFaults):
         if not xw < c.nb:
             for j in range(c.cur + 1, c.nb):
                 self._pop_bucket(j)
-            wf, p, a = c.roll(w)
-            if wf.shape[0]:
-                self._push(_sorted_batch(wf, p, a))
+            self._push_near(*c.roll(w))
             xw = c.index(w)
         while c.cur + 1 <= xw:
             c.cur += 1
@@ -259,18 +239,7 @@ class ScheduledHintFaults(HintFaults):
     def _take_until(self, w: float) -> None:
         """Move every scheduled fault at work <= w to the pending list."""
         self._advance(w)
-        for b in self._batches:
-            wf = b.wf
-            k = int(np.searchsorted(wf[b.head:], w, side="right"))
-            if k:
-                h = b.head
-                self._pending.append((b.pages[h:h + k], wf[h:h + k], b.arm[h:h + k]))
-                b.head = h + k
-                if b.head * 2 > wf.shape[0] and b.head > 4096:
-                    b.wf, b.pages, b.arm = b.wf[b.head:].copy(), b.pages[b.head:].copy(), \
-                        b.arm[b.head:].copy()
-                    b.head = 0
-        self._batches = [b for b in self._batches if len(b)]
+        self._pending += [(p, wf, a) for wf, p, a in take_through(self._batches, w)]
 
     def _sync(self, now: float) -> None:
         """Process field changes in (last sync, now]: faults before each change are
@@ -394,7 +363,7 @@ class ScheduledHintFaults(HintFaults):
             w_, p_, a_ = b.live()
             k = self._flag[p_]
             if not k.all():
-                b = _Batch(w_[k], p_[k], a_[k])
+                b = SortedRun(w_[k], p_[k], a_[k])
             if len(b):
                 keep_b.append(b)
                 n += len(b)
@@ -455,6 +424,13 @@ class _PlainHintFaults(HintFaults):
     def disarm_range(self, start: int, end: int) -> None:
         p = self._pages
         self.disarm(p[(p >= start) & (p < end)])
+
+    def arm_range(self, start: int, end: int, node, skip, now: float) -> tuple[int, int]:
+        """`ScheduledHintFaults.arm_range` by numpy passes and `arm`."""
+        seg = node[start:end]
+        cand = np.flatnonzero(~skip[seg])
+        return (int(np.count_nonzero(seg != UNALLOC)),
+                self.arm(cand + start, now) if cand.size else 0)
 
 
 def make_hint_faults(source, rng, fault_cost=None, npages=None,
@@ -614,14 +590,8 @@ class NumaScanner(Monitor):
         while True:
             end = min(pos + pages_budget, n)
             end = min(-(-end // 512) * 512, n)  # ALIGN(start + pages, HPAGE_SIZE)
-            if hasattr(self.hf, "arm_range"):
-                w, new = self.hf.arm_range(pos, end, node, skip, now)
-                walked += w
-            else:
-                seg = node[pos:end]
-                walked += int(np.count_nonzero(seg != UNALLOC))
-                cand = np.flatnonzero(~skip[seg])
-                new = self.hf.arm(cand + pos, now) if cand.size else 0
+            w, new = self.hf.arm_range(pos, end, node, skip, now)
+            walked += w
             virt -= end - pos
             pos = end
             if new:
