@@ -366,15 +366,20 @@ def test_hint_faults_rate_polls_consistent():
 
 @pytest.mark.parametrize("horizon", [10.0, 1.5])
 @pytest.mark.parametrize("chunk", [1 << 22, 7])
-def test_since_table_is_test_since(horizon, chunk, monkeypatch):
+@pytest.mark.parametrize("ordered", [False, True])
+def test_since_table_is_test_since(horizon, chunk, ordered, monkeypatch):
     """Clear times given as a table and an index per page (kswapd's pass times,
     Nimble's check times) give the same bits from the same stream as per-page times:
-    across a field change, a stall, the look-back clamp and chunk boundaries."""
+    across a field change, a stall, the look-back clamp and chunk boundaries, with
+    pages in random order or in runs of addresses (the kernels keep a page's field row
+    while the next page stays in it)."""
     monkeypatch.setattr(RateSource, "TABLE_CHUNK", chunk)
     rng = np.random.default_rng(11)
     table = np.array([0.0, 0.5, 1.0, 1.5, 2.5, 3.0, 3.5])
     for now in (0.7, 2.0, 3.2, 4.0):
         pages = rng.integers(0, 2048, 3000)
+        if ordered:  # ascending runs, as a CLOCK hand or an LRU list hands them out
+            pages = np.concatenate([np.sort(c) for c in np.array_split(pages, 5)])
         which = rng.integers(0, int(np.searchsorted(table, now)), 3000).astype(np.uint16)
         got, want = [], []
         per_page = np.zeros(2048, np.uint16)

@@ -209,10 +209,10 @@ class Nimble(Policy):
     def on_alloc(self, start, end, node):
         """lru_cache_add: a first-touched page enters its inactive list's head, its
         accessed bit set by the touch (cleared 'at' allocation)."""
-        now = self.sim.now
-        t = self._at(now)
-        self.inserted[start:end] = t
-        self.checked[start:end] = t
+        t = self._at(self.sim.now)
+        if t:  # at index 0 the pages' entries are still the zeros of attach
+            self.inserted[start:end] = t
+            self.checked[start:end] = t
 
     def _at(self, now: float) -> int:
         """The index of time `now` in `times` (event times never decrease); past 2^16
