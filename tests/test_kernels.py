@@ -723,6 +723,23 @@ def test_tier_shares_is_colloids_numpy_view(nh, clock, down, seed):
     np.testing.assert_array_equal(p_dst, share[dst])
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 400), st.integers(1, 400), st.integers(0, 2**31 - 1))
+def test_draw_below_is_the_draw_of_every_page(n, nvals, seed):
+    """The draws against 1 - exp(-lam) with expm1 taken once per run of equal values
+    are those with expm1 taken per page, bit for bit: few long runs (the runs path),
+    many short ones (the per-page path), zeros and both signs of zero."""
+    rng = np.random.default_rng(seed)
+    vals = np.concatenate(([0.0, -0.0], -rng.random(nvals) * rng.choice([1e-6, 1.0, 40.0])))
+    m = max(n // int(rng.integers(1, 50)), 1)  # runs
+    lam = np.repeat(rng.choice(vals, m), rng.integers(1, 60, m))[:n]
+    u = rng.random(lam.shape[0])
+    want = u < -np.expm1(lam)
+    got = np.zeros(lam.shape[0], bool)
+    kernels.draw_below(u, lam.copy(), got, np.empty(lam.shape[0]))
+    np.testing.assert_array_equal(got, want)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 500), st.integers(2, 5), st.booleans(), st.integers(0, 2**31 - 1))
 def test_sub_expected_eps_is_one_pass_per_epoch(n, ne, by_page, seed):

@@ -548,6 +548,25 @@ def _below_neg_py(u, x, out):
         out[i] = u[i] < -x[i]
 
 
+def _run_values_py(lam, vals):
+    # lam's values where they change (lam[i] != lam[i-1]), in order; their count
+    k = 0
+    for i in range(lam.shape[0]):
+        if i == 0 or lam[i] != lam[i - 1]:
+            vals[k] = lam[i]
+            k += 1
+    return k
+
+
+def _below_neg_runs_py(u, lam, xs, out):
+    # below_neg with x[i] = xs[r], r the run of equal lam values holding i
+    r = -1
+    for i in range(u.shape[0]):
+        if i == 0 or lam[i] != lam[i - 1]:
+            r += 1
+        out[i] = u[i] < -xs[r]
+
+
 def _list_hist_py(node_map, node, blocks, block, flags, mask, inserted, ntimes):
     n = node_map.shape[0]
     # four interleaved counts per index (by page % 4): runs of equal indexes do not
@@ -1267,6 +1286,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "below_neg": _below_neg_py, "sub_expected_eps": _sub_expected_eps_py,
+       "run_values": _run_values_py, "below_neg_runs": _below_neg_runs_py,
        "first_seen": _first_seen_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py}
 
@@ -1368,6 +1388,21 @@ def below_neg(u, x, out) -> None:
     """out[i] = u[i] < -x[i] in one pass (a draw against 1 - exp(-lam), given
     x = expm1(-lam))."""
     _kernel("below_neg")(u, x, out)
+
+
+def draw_below(u, lam, out, vals) -> None:
+    """out[i] = u[i] < -expm1(lam[i]) (lam holds minus the expected accesses), with
+    numpy's expm1 taken once per run of equal values when the runs are few (a hand's
+    or a list's pages share a rate and a clear time in long runs): the same function
+    on the same values, so the same bits, without an expm1 per page. `vals`: scratch
+    of lam's size. Overwrites lam when the runs are many."""
+    k = _kernel("run_values")(lam, vals)
+    if 4 * k > lam.shape[0]:
+        np.expm1(lam, out=lam)
+        _kernel("below_neg")(u, lam, out)
+        return
+    np.expm1(vals[:k], out=vals[:k])
+    _kernel("below_neg_runs")(u, lam, vals, out)
 
 
 class LruLists:

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..engine.timeline import Timeline
 from ..field import RateField
-from ..kernels import below_neg, spend_budgets, sub_expected, sub_expected_eps, table_min
+from ..kernels import draw_below, spend_budgets, sub_expected, sub_expected_eps, table_min
 
 _KINDS = ("read", "write", "all")
 
@@ -292,7 +292,8 @@ class RateSource(AccessSource):
             per_ep = (np.array([e[1] for e in eps]), np.array([e[2] for e in eps]),
                       np.array([e[3] for e in eps]))
         step = min(self.TABLE_CHUNK, n)
-        lam_buf, u_buf = np.empty(step), np.empty(step)  # reused: no fresh pages per chunk
+        # reused: no fresh pages per chunk
+        lam_buf, u_buf, v_buf = np.empty(step), np.empty(step), np.empty(step)
         for c in range(0, n, step):
             lam, u = lam_buf[:min(step, n - c)], u_buf[:min(step, n - c)]
             if not eps:
@@ -307,9 +308,8 @@ class RateSource(AccessSource):
                 sub_expected_eps(lam, pages[c:c + step],
                                  which if by_page else which[c:c + step], by_page, w_tab,
                                  cat, *per_ep)
-            np.expm1(lam, out=lam)  # expm1(-lam), in place
             rng.random(out=u)
-            below_neg(u, lam, out[c:c + step])  # u < -expm1(-lam) = 1 - exp(-lam)
+            draw_below(u, lam, out[c:c + step], v_buf)  # u < -expm1(-lam) = 1 - exp(-lam)
         return out
 
     def samples(self, t0, t1, period, which, rng, select=None):
