@@ -22,7 +22,7 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   single pages whose clear times are few values (kswapd's pass times, Nimble's check
   times, one time for DAMON's and IDT's samples), `AccessedBits.test_since_table`,
   summed negated for expm1 and compared with the draws in one pass each;
-  `draw_below` takes numpy's expm1 once per run of equal values (nimble at
+  `draw_below` takes numpy's expm1 once when the values are all equal (nimble at
   bench_memsim 11.8 -> 9.2 s with the row kept between pages in `sub_expected`).
 - `LruLists`, `nimble_inactive`, `nimble_active`: Nimble's lists as a counting sort by
   insertion index and its aging pass in place.
@@ -548,25 +548,6 @@ def _sub_expected_eps_py(lam, pages, which, by_page, w_tab, starts, soff, rate, 
 def _below_neg_py(u, x, out):
     for i in range(u.shape[0]):
         out[i] = u[i] < -x[i]
-
-
-def _run_values_py(lam, vals):
-    # lam's values where they change (lam[i] != lam[i-1]), in order; their count
-    k = 0
-    for i in range(lam.shape[0]):
-        if i == 0 or lam[i] != lam[i - 1]:
-            vals[k] = lam[i]
-            k += 1
-    return k
-
-
-def _below_neg_runs_py(u, lam, xs, out):
-    # below_neg with x[i] = xs[r], r the run of equal lam values holding i
-    r = -1
-    for i in range(u.shape[0]):
-        if i == 0 or lam[i] != lam[i - 1]:
-            r += 1
-        out[i] = u[i] < -xs[r]
 
 
 def _list_hist_py(node_map, node, blocks, block, flags, mask, inserted, ntimes):
@@ -1288,7 +1269,6 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "below_neg": _below_neg_py, "sub_expected_eps": _sub_expected_eps_py,
-       "run_values": _run_values_py, "below_neg_runs": _below_neg_runs_py,
        "first_seen": _first_seen_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py}
 
@@ -1392,19 +1372,16 @@ def below_neg(u, x, out) -> None:
     _kernel("below_neg")(u, x, out)
 
 
-def draw_below(u, lam, out, vals) -> None:
+def draw_below(u, lam, out) -> None:
     """out[i] = u[i] < -expm1(lam[i]) (lam holds minus the expected accesses), with
-    numpy's expm1 taken once per run of equal values when the runs are few (a hand's
-    or a list's pages share a rate and a clear time in long runs): the same function
-    on the same values, so the same bits, without an expm1 per page. `vals`: scratch
-    of lam's size. Overwrites lam when the runs are many."""
-    k = _kernel("run_values")(lam, vals)
-    if 4 * k > lam.shape[0]:
-        np.expm1(lam, out=lam)
-        _kernel("below_neg")(u, lam, out)
+    numpy's expm1 taken once when every lam is the same (a CLOCK hand's chunk of
+    65,536 pages is one value at bench_scale): the same function on the same value, so
+    the same bits, without an expm1 per page. Overwrites lam otherwise."""
+    if lam.shape[0] and lam.min() == lam.max():
+        np.less(u, -np.expm1(lam[:1])[0], out=out)
         return
-    np.expm1(vals[:k], out=vals[:k])
-    _kernel("below_neg_runs")(u, lam, vals, out)
+    np.expm1(lam, out=lam)
+    _kernel("below_neg")(u, lam, out)
 
 
 class LruLists:
@@ -1970,6 +1947,14 @@ class PageBits:
         words = np.zeros(-(-on.shape[0] // 64) * 8, np.uint8)
         words[:packed.shape[0]] = packed
         self.words = words.view(np.uint64)
+
+    @classmethod
+    def zeros(cls, n: int) -> "PageBits":
+        """Every bit clear, without a pass over n flags (the words stay untouched
+        zero pages until set)."""
+        self = cls.__new__(cls)
+        self.words = np.zeros(-(-int(n) // 64), np.uint64)
+        return self
 
     def set(self, pages, value: bool) -> None:
         _kernel("bits_set")(self.words, np.asarray(pages, dtype=np.int64), bool(value))

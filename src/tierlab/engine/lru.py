@@ -43,7 +43,8 @@ class LRU:
         self.nr_active = np.zeros(k, dtype=np.int64)
         self._hand = {}  # (node, active) -> address
         self._passes = {(n, a): PassTimes(mem.npages) for n in range(k) for a in (0, 1)}
-        self._active = None  # ACTIVE as a bitmap, built at the first scan
+        # ACTIVE as a bitmap: every page starts inactive (flags 0), so it starts clear
+        self._active = kernels.PageBits.zeros(mem.npages)
         self.scanned = 0
 
     # -- membership ---------------------------------------------------------------
@@ -67,8 +68,8 @@ class LRU:
 
     def active_bits(self) -> np.ndarray:
         """ACTIVE of every page as a bitmap (uint64 words), which the hands read to skip
-        the other list's pages 64 at a time; built at the first scan, then kept by
-        every change of the flag here."""
+        the other list's pages 64 at a time; clear at the start like the flags, kept
+        by every change of the flag here, built again after `active_changed`."""
         if self._active is None:
             self._active = kernels.PageBits((self.flags & ACTIVE) != 0)
         return self._active.words

@@ -293,7 +293,7 @@ class RateSource(AccessSource):
                       np.array([e[3] for e in eps]))
         step = min(self.TABLE_CHUNK, n)
         # reused: no fresh pages per chunk
-        lam_buf, u_buf, v_buf = np.empty(step), np.empty(step), np.empty(step)
+        lam_buf, u_buf = np.empty(step), np.empty(step)
         for c in range(0, n, step):
             lam, u = lam_buf[:min(step, n - c)], u_buf[:min(step, n - c)]
             if not eps:
@@ -309,7 +309,7 @@ class RateSource(AccessSource):
                                  which if by_page else which[c:c + step], by_page, w_tab,
                                  cat, *per_ep)
             rng.random(out=u)
-            draw_below(u, lam, out[c:c + step], v_buf)  # u < -expm1(-lam) = 1 - exp(-lam)
+            draw_below(u, lam, out[c:c + step])  # u < -expm1(-lam) = 1 - exp(-lam)
         return out
 
     def samples(self, t0, t1, period, which, rng, select=None):
