@@ -475,3 +475,28 @@ def test_sorted_batch_is_the_stable_order_with_and_without_ties():
         order = np.argsort(wf, kind="stable")
         np.testing.assert_array_equal(b.pages, pages[order])
         np.testing.assert_array_equal(b.keys, wf[order])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_level_lookup_takes_the_newest_record_of_each_key(seed):
+    """A level's lookup finds each key's record in the newest run holding it, whatever
+    the runs' key ranges (disjoint, nested, overlapping, empty) and the keys asked."""
+    from tierlab.monitors.primitives import _Level, _Run
+    rng = np.random.default_rng(seed)
+    lv = _Level()
+    newest = {}
+    for _ in range(int(rng.integers(0, 8))):
+        a = int(rng.integers(0, 500))
+        keys = np.unique(rng.integers(a, a + int(rng.integers(1, 400)), int(rng.integers(0, 60))))
+        since, isset = rng.random(keys.size), rng.random(keys.size) < 0.5
+        lv.runs.append(_Run(keys, since, isset, np.zeros(keys.size)))
+        for k, s, b in zip(keys.tolist(), since.tolist(), isset.tolist()):
+            newest.setdefault(k, (s, b))  # runs are newest first
+    u = np.unique(rng.integers(0, 1000, int(rng.integers(0, 300))))
+    found, since, isset = lv.lookup(u)
+    for i, k in enumerate(u.tolist()):
+        assert found[i] == (k in newest)
+        if k in newest:
+            assert (since[i], isset[i]) == newest[k]
+        else:
+            assert since[i] == -np.inf and not isset[i]

@@ -130,23 +130,30 @@ class _Level:
         since = np.full(n, -np.inf)
         isset = np.zeros(n, dtype=bool)
         todo = np.arange(n)
+        q = u  # u[todo], sorted
         for run in self.runs:
             if todo.size == 0:
                 break
             if len(run) == 0:
                 continue
-            q = u[todo]
-            pos = np.searchsorted(run.keys, q)
-            np.minimum(pos, len(run) - 1, out=pos)
-            hit = run.keys[pos] == q
+            # only the keys within the run's first and last can be in it
+            lo = int(np.searchsorted(q, run.keys[0], "left"))
+            hi = int(np.searchsorted(q, run.keys[-1], "right"))
+            if lo == hi:
+                continue
+            qs = q[lo:hi]
+            pos = np.searchsorted(run.keys, qs)
+            hit = run.keys[pos] == qs
             if not hit.any():
                 continue
-            j = todo[hit]
+            j = todo[lo:hi][hit]
             p = pos[hit]
             found[j] = True
             since[j] = run.since[p]
             isset[j] = run.isset[p]
-            todo = todo[~hit]
+            keep = np.ones(todo.size, dtype=bool)
+            keep[lo:hi] = ~hit
+            todo, q = todo[keep], q[keep]
         return found, since, isset
 
     def insert(self, rec: _Run, now: float, horizon: float, max_entries: int) -> None:
