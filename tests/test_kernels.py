@@ -249,6 +249,28 @@ def test_without_numba_the_guest_path_still_answers(monkeypatch):
     assert want.any() and not want.all()
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 3000), st.integers(0, 3000), st.integers(1, 10**6),
+       st.integers(0, 2**32 - 1))
+def test_sorted_find_is_searchsorted(m, n, span, seed):
+    """The galloping walk finds what numpy's searchsorted finds, hits included: sizes
+    from empty to thousands either way, queries before, among and past the keys."""
+    rng = np.random.default_rng(seed)
+    keys = np.unique(rng.integers(0, span, m))
+    q = np.unique(rng.integers(-5, span + 5, n))
+    pos, hit = kernels.sorted_find(keys, q)
+    want = np.searchsorted(keys, q)
+    np.testing.assert_array_equal(pos, want)
+    ok = want < len(keys)
+    want_hit = np.zeros(len(q), bool)
+    want_hit[ok] = keys[want[ok]] == q[ok]
+    np.testing.assert_array_equal(hit, want_hit)
+    p2, h2 = np.empty_like(pos), np.empty_like(hit)
+    kernels._sorted_find_numpy(keys, q, p2, h2)
+    np.testing.assert_array_equal(p2, pos)
+    np.testing.assert_array_equal(h2, hit)
+
+
 def test_trailing_zeros_compiled_and_in_python():
     """The hands' lowest-set-bit index: LLVM's cttz (what the kernels call) and the
     Python form agree on every single bit and on random words, the top bit included."""

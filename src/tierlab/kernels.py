@@ -576,6 +576,33 @@ def _below_neg_py(u, x, out):
         out[i] = u[i] < -x[i]
 
 
+def _sorted_find_py(keys, q, pos, hit):
+    # for ascending q and ascending unique keys: pos[i] = searchsorted(keys, q[i],
+    # "left"), hit[i] = pos[i] < len(keys) and keys[pos[i]] == q[i]; a galloping walk
+    # from the previous answer (O(n log(m / n)) for n queries into m keys)
+    m = keys.shape[0]
+    j = 0
+    for i in range(q.shape[0]):
+        x = q[i]
+        if j < m and keys[j] < x:
+            lo, step = j, 1
+            hi = lo + 1
+            while hi < m and keys[hi] < x:
+                lo = hi
+                step *= 2
+                hi = lo + step
+            j = _lower(keys, x, lo + 1, min(hi, m))
+        pos[i] = j
+        hit[i] = j < m and keys[j] == x
+
+
+def _sorted_find_numpy(keys, q, pos, hit):
+    pos[:] = np.searchsorted(keys, q)
+    ok = pos < keys.shape[0]
+    hit[:] = False
+    hit[ok] = keys[pos[ok]] == q[ok]
+
+
 def _list_hist_py(node_map, node, blocks, block, flags, mask, inserted, ntimes):
     n = node_map.shape[0]
     # four interleaved counts per index (by page % 4): runs of equal indexes do not
@@ -1318,7 +1345,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "below_neg": _below_neg_py, "sub_expected_eps": _sub_expected_eps_py,
-       "first_seen": _first_seen_py,
+       "first_seen": _first_seen_py, "sorted_find": _sorted_find_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py}
 
 #: below this size numpy's own sort is as fast and needs no compiled code
@@ -1376,7 +1403,7 @@ def _fill_ranges_numpy(arr, starts, ends, value):
 _NUMPY = {"similar_pairs": _similar_pairs_numpy, "first_seen": _first_seen_numpy,
           "fill_ranges": _fill_ranges_numpy, "draw_pairs": _draw_pairs_numpy,
           "seen_below": _seen_below_numpy,
-          "range_node_counts": _range_node_counts_numpy}
+          "range_node_counts": _range_node_counts_numpy, "sorted_find": _sorted_find_numpy}
 
 
 def similar_pairs(h, valid: int, window: int, table) -> np.ndarray:
@@ -1711,6 +1738,16 @@ def pick_pairs(p_src, vals, partner, free_slots: int, dp: float, most: int):
                               np.ascontiguousarray(partner, dtype=np.int64), int(free_slots),
                               float(dp), most, out_i, out_j)
     return out_i[:k], out_j[:k]
+
+
+def sorted_find(keys, q):
+    """(pos, hit) of ascending queries q in ascending unique keys: pos =
+    searchsorted(keys, q), hit where keys[pos] == q, by one galloping walk (an
+    AccessedBits level's lookup of a young filter's 45,000 pages in runs of 100,000)."""
+    pos = np.empty(q.shape[0], np.int64)
+    hit = np.empty(q.shape[0], np.bool_)
+    _kernel("sorted_find")(keys, q, pos, hit)
+    return pos, hit
 
 
 def fill_ranges(arr, starts, ends, value) -> None:

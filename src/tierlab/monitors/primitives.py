@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..field import uniq
+from ..kernels import sorted_find
 from .source import AccessSource, RateSource
 
 #: pages (4 KiB) covered by one entry at each page-table level: PTE, PMD (2 MiB),
@@ -141,9 +142,7 @@ class _Level:
             hi = int(np.searchsorted(q, run.keys[-1], "right"))
             if lo == hi:
                 continue
-            qs = q[lo:hi]
-            pos = np.searchsorted(run.keys, qs)
-            hit = run.keys[pos] == qs
+            pos, hit = sorted_find(run.keys, q[lo:hi])
             if not hit.any():
                 continue
             j = todo[lo:hi][hit]
