@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .engine import Costs, Simulation
 from .errors import TierlabError
-from .heap import trim
+from .heap import base_pages, trim
 from .machines import Machine, load_machine
 from .policies import ALLOCS, POLICIES, AllocPolicy, Policy
 from .registry import Spec, load_toml
@@ -187,21 +187,23 @@ def run(machine="optane-2tier", workload="gups:hotset", policy="static",
     `migrate`: the migration mechanism, "linux" (move_pages) or "nimble".
     `explain`: a path; the placement policy, the allocation policy or both (those that
     can) write one JSON line per decision there (what they saw, chose, were rewarded,
-    and moved, with the reason; allocation lines under the key "alloc")."""
-    sim = simulation(machine, workload, policy, alloc, seed, scale, progress, migrate)
-    if explain is None:
-        rec = sim.run()
-    else:
-        who = [p for p in (sim.policy, sim.alloc) if hasattr(p, "explain_fields")]
-        if not who:
-            raise TierlabError(f"neither policy {policy!r} nor allocation policy {alloc!r} "
-                               f"explains its decisions; valid: "
-                               f"{', '.join(explaining_policies())}")
-        path = writable_file(explain, "explain file")
-        with open(path, "w") as f:
-            for p in who:
-                p.explain = lambda e: f.write(json.dumps(e) + "\n")
+    and moved, with the reason; allocation lines under the key "alloc"). Its arrays
+    are made without numpy's huge-page advice (`heap.base_pages`)."""
+    with base_pages():
+        sim = simulation(machine, workload, policy, alloc, seed, scale, progress, migrate)
+        if explain is None:
             rec = sim.run()
+        else:
+            who = [p for p in (sim.policy, sim.alloc) if hasattr(p, "explain_fields")]
+            if not who:
+                raise TierlabError(f"neither policy {policy!r} nor allocation policy "
+                                   f"{alloc!r} explains its decisions; valid: "
+                                   f"{', '.join(explaining_policies())}")
+            path = writable_file(explain, "explain file")
+            with open(path, "w") as f:
+                for p in who:
+                    p.explain = lambda e: f.write(json.dumps(e) + "\n")
+                rec = sim.run()
     rec["machine"] = str(machine) if not isinstance(machine, Machine) else machine.name
     rec["scale"] = scale
     rec["migrate"] = migrate
