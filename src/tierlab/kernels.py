@@ -1463,7 +1463,7 @@ def draw_below(u, lam, out) -> None:
         np.less(u, -np.expm1(lam[:1])[0], out=out)
         return
     np.expm1(lam, out=lam)
-    _kernel("below_neg")(u, lam, out)
+    below_neg(u, lam, out)
 
 
 class LruLists:

@@ -394,20 +394,8 @@ class DamonTiering(Policy):
             if (dst, a, b) in self._counts:
                 self._counts[(dst, a, b)] += c
 
-    def _pages_on(self, a: int, b: int, node: int, most: int | None = None) -> np.ndarray:
-        """The pages of [a, b) on `node` in address order; with `most`, only the first
-        `most` of them, read in windows that start at twice that and double (a
-        region's charged part is often a sliver of a region of millions of pages)."""
-        node_map = self.sim.mem.node
-        if most is None:
-            return np.flatnonzero(node_map[a:b] == node) + a
-        out, got, x, step = [], 0, a, max(2 * most, 4096)
-        while got < most and x < b:
-            y = min(b, x + step)
-            out.append(np.flatnonzero(node_map[x:y] == node) + x)
-            got += len(out[-1])
-            x, step = y, 2 * step
-        return np.concatenate(out)[:most] if out else np.zeros(0, np.int64)
+    def _pages_on(self, a: int, b: int, node: int) -> np.ndarray:
+        return np.flatnonzero(self.sim.mem.node[a:b] == node) + a
 
     def _apply_scheme(self, s: Scheme, mon: Damon, now: float) -> None:
         if s.quota_sz and s.esz - s.charged_sz < PAGE:
@@ -462,7 +450,9 @@ class DamonTiering(Policy):
         chunks = [self._pages_on(int(r.start[i]), int(r.end[i]), s.src) for i in apply_idx]
         if part > 0:
             i = int(idx[nfull])
-            pg = self._pages_on(int(r.start[i]), int(r.end[i]), s.src, most=part)
+            # the first `part` of the region's pages on src: it holds more than that
+            # (cum[nfull] > avail), so the node's hand-scan stops inside it
+            pg = self.sim.mem.pages_on(s.src, int(r.start[i]), part)[0]
             cut = int(pg[-1]) + 1
             if cut < int(r.end[i]):
                 mon.split_at(i, cut)  # the left piece keeps index i
