@@ -120,3 +120,37 @@ def test_pick_pairs_equals_resorting_every_pair(ns, nd, free, dp, most, seed):
     dst = rng.choice(grid, nd) if nd % 2 else rng.random(nd) * 0.3
     assert pick_pairs(src, dst, free, dp, most) == \
         _pick_pairs_brute(src, dst, free, dp, most)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 300), st.integers(0, 40), st.booleans(), st.integers(0, 4),
+       st.floats(0.0, 0.5), st.integers(1, 30), st.integers(0, 2**32 - 1))
+def test_pairs_from_hemem_counts_sorted_as_counted(nh, maxc, down, free, dp, most, seed):
+    """Colloid-on-HeMem's pairs from the lists `TierShares` counts out of the integer
+    counts (positive sources, partners in ascending share) are the pages the rule
+    pairs from every page's share, sorting itself, with zero-count partners made
+    infinite going down; also when a count is past the counting sort's table."""
+    from tierlab import kernels
+    from tierlab.policies.hemem import DRAM, MAX_SHIFT, NONE, NVM
+    rng = np.random.default_rng(seed)
+    tier = rng.choice(np.array([NONE, DRAM, NVM], dtype=np.uint8), nh)
+    reads = rng.integers(0, maxc + 1, nh)
+    writes = rng.integers(0, 3, nh)
+    if seed % 5 == 0 and nh:  # one count the counting sort does not take
+        reads[rng.integers(0, nh)] = kernels.TierShares.COUNTS + int(rng.integers(0, 50))
+    clk = np.zeros(nh, np.int64)
+    src_tier, dst_tier = (DRAM, NVM) if down else (NVM, DRAM)
+    c = np.where(tier != NONE, reads + writes, 0).astype(float)  # tracked pages
+    share = c / c.sum() if c.sum() > 0 else np.zeros(nh)
+    all_src, all_dst = np.flatnonzero(tier == src_tier), np.flatnonzero(tier == dst_tier)
+    p_dst_all = share[all_dst]
+    if down:
+        p_dst_all = np.where(p_dst_all > 0, p_dst_all, np.inf)
+    want = [(all_src[i], -1 if j < 0 else all_dst[j])
+            for i, j in pick_pairs(share[all_src], p_dst_all, free, dp, most)]
+    total, src, p_src, src_up, dst, p_dst = kernels.TierShares()(
+        tier, reads, writes, clk, 0, MAX_SHIFT, NONE, src_tier, dst_tier,
+        zero_partners=not down)
+    got = [(src[i], -1 if j < 0 else dst[j]) for i, j in pick_pairs(
+        p_src, p_dst, free, dp, most, order=(src_up, np.arange(len(p_dst))))]
+    assert got == want

@@ -52,9 +52,11 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   (bench_memsim's autotiering: 12.6 -> about 8.5 s).
 - `spend_budgets`: one epoch of the lazy first-access search of the `HintFaults`
   primitive (Tiering-0.8's and AutoTiering's scanner), where numpy made four passes.
-- `halve_at`, `tier_shares`: HeMem's lazy cooling of the pages it looks at, and
-  Colloid-on-HeMem's shares of every tracked page, one pass each (bench_memsim's
-  colloid-hemem: 10.8 -> about 5.5 s).
+- `halve_at`, `tier_shares` (`TierShares`): HeMem's lazy cooling of the pages it looks
+  at, and Colloid-on-HeMem's shares of every tracked page, one pass each (bench_memsim's
+  colloid-hemem: 10.8 -> about 5.5 s); the shares' orders by a counting sort over the
+  integer counts, kept to the sources of positive count and the partners
+  (bench_scale's colloid-hemem: 77.5 -> 52.0 s).
 - `pick_pairs`: Colloid's pairs of pages to swap, each round one walk of the sources by
   share with a forward pointer over the partners, where numpy searched every source
   per pair (half of colloid-hemem's CPU at bench_scale).
@@ -1112,9 +1114,19 @@ def _halve_at_py(reads, writes, clk, hps, clock, max_shift):
     return r, w
 
 
-def _tier_shares_py(tier, reads, writes, clk, clock, max_shift, none, src_tier, dst_tier):
-    # Colloid on HeMem: every tracked page cooled in place (as halve_at), then the
-    # share (reads + writes) / total of the pages of src_tier and of dst_tier
+def _tier_shares_py(tier, reads, writes, clk, clock, max_shift, none, src_tier, dst_tier,
+                    zero_partners, src, cs, dst, cd, p_src, p_dst, src_up, dst_up, hs, hd):
+    # Colloid on HeMem: every tracked page cooled in place (as halve_at); the pages of
+    # src_tier of positive count (src, in index order, with their counts cs and
+    # shares count / total) and the partners, the pages of dst_tier (of positive
+    # count unless zero_partners), listed in ascending count, equal counts in index
+    # order (a stable argsort of the shares, which count / total keeps in the counts'
+    # order), with their shares; src_up: the sources in ascending count. By a counting
+    # sort over the counts (histograms hs, hd); the arrays after zero_partners are
+    # the caller's, of at least len(tier) entries (hs, hd: any size). One pass over the
+    # pages, which writes only what cooling changes; the rest over the two lists.
+    # Returns (total, sources, partners, sorted): not sorted (src_up and the partners
+    # in index order, dst_up their counts) when a count reaches len(hs)
     n = tier.shape[0]
     total = np.int64(0)
     nsrc = ndst = 0
@@ -1122,34 +1134,72 @@ def _tier_shares_py(tier, reads, writes, clk, clock, max_shift, none, src_tier, 
         t = tier[h]
         if t == none:
             continue
-        s = min(clock - clk[h], max_shift)
-        if s < 0:
-            s = 0
-        reads[h] >>= s
-        writes[h] >>= s
-        clk[h] = clock
-        total += reads[h] + writes[h]
-        if t == src_tier:
-            nsrc += 1
-        elif t == dst_tier:
-            ndst += 1
-    src = np.empty(nsrc, np.int64)
-    dst = np.empty(ndst, np.int64)
-    p_src = np.empty(nsrc)
-    p_dst = np.empty(ndst)
+        r = reads[h]
+        w = writes[h]
+        if clk[h] != clock:
+            s = min(clock - clk[h], max_shift)
+            if s < 0:
+                s = 0
+            r >>= s
+            w >>= s
+            reads[h] = r
+            writes[h] = w
+            clk[h] = clock
+        c = r + w
+        total += c
+        if c > 0 or zero_partners:
+            if t == src_tier:
+                if c > 0:
+                    src[nsrc] = h
+                    cs[nsrc] = c
+                    nsrc += 1
+            elif t == dst_tier:
+                dst[ndst] = h
+                cd[ndst] = c
+                ndst += 1
     ft = np.float64(total) if total > 0 else np.float64(1.0)  # no shares without counts
-    i = j = 0
-    for h in range(n):
-        t = tier[h]
-        if t == src_tier and t != none:
-            src[i] = h
-            p_src[i] = np.float64(reads[h] + writes[h]) / ft
-            i += 1
-        elif t == dst_tier and t != none:
-            dst[j] = h
-            p_dst[j] = np.float64(reads[h] + writes[h]) / ft
-            j += 1
-    return total, src, dst, p_src, p_dst
+    for i in range(nsrc):
+        p_src[i] = np.float64(cs[i]) / ft
+    cap = hs.shape[0]
+    ok = True
+    for i in range(nsrc):
+        if cs[i] >= cap:
+            ok = False
+    for j in range(ndst):
+        if cd[j] >= cap:
+            ok = False
+    if not ok:
+        for j in range(ndst):
+            src_up[j] = dst[j]
+            dst_up[j] = cd[j]
+            p_dst[j] = np.float64(cd[j]) / ft
+        return total, nsrc, ndst, False
+    hs[:] = 0
+    hd[:] = 0
+    for i in range(nsrc):
+        hs[cs[i]] += 1
+    for j in range(ndst):
+        hd[cd[j]] += 1
+    a = 0  # hs[c], hd[c]: where count c's first entry goes
+    b = 0
+    for c in range(cap):
+        x, y = hs[c], hd[c]
+        hs[c], hd[c] = a, b
+        a += x
+        b += y
+    for i in range(nsrc):
+        c = cs[i]
+        src_up[hs[c]] = i
+        hs[c] += 1
+    for j in range(ndst):  # the partners placed by count: pages and shares
+        c = cd[j]
+        k = hd[c]
+        dst_up[k] = dst[j]
+        p_dst[k] = np.float64(c) / ft
+        hd[c] = k + 1
+    for j in range(ndst):
+        dst[j] = dst_up[j]
+    return total, nsrc, ndst, True
 
 
 def _pick_pairs_py(p_src, src_up, vals, partner, free_slots, dp, most, out_i, out_j):
@@ -1711,23 +1761,59 @@ def halve_at(reads, writes, clk, hps, clock: int, max_shift: int):
                                np.int64(clock), np.int64(max_shift))
 
 
-def tier_shares(tier, reads, writes, clk, clock: int, max_shift: int, none: int,
-                src_tier: int, dst_tier: int):
-    """Colloid-on-HeMem's view in one pass: every page with tier != none cooled in
-    place (`halve_at`), then (total count, src pages, dst pages, their shares count /
-    total) for the pages of src_tier and dst_tier; shares are what numpy's float sum
-    and division give (integer counts: the sum is exact below 2^53); zeros where the
-    total is 0."""
-    total, src, dst, p_src, p_dst = _kernel("tier_shares")(
-        tier, reads, writes, clk, np.int64(clock), np.int64(max_shift), np.uint8(none),
-        np.uint8(src_tier), np.uint8(dst_tier))
-    return int(total), src, dst, p_src, p_dst
+class TierShares:
+    """Colloid-on-HeMem's view of every tracked page (`__call__`), with its arrays kept
+    between calls: its 48,500 calls at bench_scale would map and fault 0.9 MB of fresh
+    arrays each."""
+
+    #: counts below this are sorted by counting (HeMem's are a few dozen at most)
+    COUNTS = 1024
+
+    def __init__(self):
+        self._buf = None
+        self._hist = (np.empty(self.COUNTS, np.int64), np.empty(self.COUNTS, np.int64))
+
+    def __call__(self, tier, reads, writes, clk, clock: int, max_shift: int, none: int,
+                 src_tier: int, dst_tier: int, zero_partners: bool = True):
+        """Every page with tier != none cooled in place (`halve_at`), then (total
+        count, sources, their shares, the sources' order, partners, their shares): the
+        sources are the pages of src_tier of positive count, in index order, with
+        src_up their indexes in ascending share; the partners are the pages of
+        dst_tier (of positive count unless `zero_partners`) in ascending share, equal
+        shares in index order: np.argsort(kind="stable") of the shares, by a counting
+        sort over the integer counts, whose order count / total keeps (Colloid's pairs
+        sorted both, 0.43 of their 0.55 ms a call at bench_scale; numpy's sort when a
+        count reaches `COUNTS`). Shares are what numpy's float sum and division give
+        (integer counts: the sum is exact below 2^53); zeros where the total is 0. The
+        arrays returned are views of this object's, valid until its next call."""
+        n = tier.shape[0]
+        if self._buf is None or self._buf[0].shape[0] < n:
+            self._buf = tuple(np.empty(n, dt) for dt in (np.int64, np.int64, np.int64,
+                                                          np.int64, np.float64, np.float64,
+                                                          np.int64, np.int64))
+        src, cs, dst, cd, p_src, p_dst, src_up, dst_up = self._buf
+        total, ns, nd, counted = _kernel("tier_shares")(
+            tier, reads, writes, clk, np.int64(clock), np.int64(max_shift),
+            np.uint8(none), np.uint8(src_tier), np.uint8(dst_tier), bool(zero_partners),
+            *self._buf, *self._hist)
+        src, p_src, dst, p_dst = src[:ns], p_src[:ns], dst[:nd], p_dst[:nd]
+        if counted:
+            return int(total), src, p_src, src_up[:ns], dst, p_dst
+        # a count past the table: the partners' pages and counts were left in src_up
+        # and dst_up, in index order
+        o = np.argsort(dst_up[:nd], kind="stable")
+        dst[:] = src_up[:nd][o]
+        p_dst[:] = dst_up[:nd][o] / (float(total) if total > 0 else 1.0)
+        return int(total), src, p_src, np.argsort(cs[:ns], kind="stable"), dst, p_dst
 
 
-def pick_pairs(p_src, vals, partner, free_slots: int, dp: float, most: int):
+def pick_pairs(p_src, vals, partner, free_slots: int, dp: float, most: int,
+               src_up=None):
     """Colloid's pair rule over sources `p_src` and the unused partners' shares `vals`
     (ascending, each with its index `partner`): (source indexes, partner indexes or -1
-    for a free frame), in pairing order (`policies.colloid.pick_pairs`)."""
+    for a free frame), in pairing order (`policies.colloid.pick_pairs`). `src_up`: the
+    sources of positive share in ascending share, if the caller has them (no partner
+    share may then be negative)."""
     p_src = np.ascontiguousarray(p_src, dtype=np.float64)
     most = max(min(int(most), p_src.shape[0]), 0)
     out_i, out_j = np.empty(most, np.int64), np.empty(most, np.int64)
@@ -1738,9 +1824,14 @@ def pick_pairs(p_src, vals, partner, free_slots: int, dp: float, most: int):
     # > 0, or a free frame for p > 0), and the partner pointer's stops for the others
     # do not move it: the walk skips them (bench_memsim's colloid-hemem: 276 of 241,000
     # sources a call)
-    src = np.flatnonzero(p_src > 0) if vals.shape[0] == 0 or vals[0] >= 0 \
-        else np.arange(p_src.shape[0])
-    k = _kernel("pick_pairs")(p_src, src[np.argsort(p_src[src], kind="stable")], vals,
+    if src_up is None:
+        src = np.flatnonzero(p_src > 0) if vals.shape[0] == 0 or vals[0] >= 0 \
+            else np.arange(p_src.shape[0])
+        src_up = src[np.argsort(p_src[src], kind="stable")]
+    elif vals.shape[0] and vals[0] < 0:
+        raise ValueError("pick_pairs: src_up holds only positive shares, but a partner's "
+                         "share is negative")
+    k = _kernel("pick_pairs")(p_src, src_up, vals,
                               np.ascontiguousarray(partner, dtype=np.int64), int(free_slots),
                               float(dp), most, out_i, out_j)
     return out_i[:k], out_j[:k]

@@ -115,7 +115,7 @@ class BinarySearch:
         return abs((self.lo + self.hi) / 2 - p)
 
 
-def pick_pairs(p_src, p_dst, free_slots: int, dp: float, most: int):
+def pick_pairs(p_src, p_dst, free_slots: int, dp: float, most: int, order=None):
     """Pairs (index into p_src, index into p_dst or -1 for a free frame) swapped in
     order, each with the largest p_i - p_j in (0, remaining dp]; at most `most`.
 
@@ -124,15 +124,25 @@ def pick_pairs(p_src, p_dst, free_slots: int, dp: float, most: int):
     equal differences go to the lowest i. The partners with a finite share are sorted
     once; each round walks the sources by share with one forward pointer over them
     (`kernels.pick_pairs`): at bench_scale, numpy's search of every source per pair
-    was half of colloid-hemem's CPU. A partner of infinite share never pairs."""
+    was half of colloid-hemem's CPU. A partner of infinite share never pairs.
+
+    `order`: (the sources of positive share, the partners of finite share), each as
+    indexes in ascending share, when the caller has them (`kernels.TierShares` sorts
+    HeMem's integer counts as it computes the shares); no share may then be
+    negative."""
     p_src = np.asarray(p_src, dtype=float)
     if p_src.size == 0:
         return []
     p_dst = np.asarray(p_dst, dtype=float)
-    order = np.argsort(p_dst, kind="stable")
-    dst = p_dst[order]
-    fin = np.isfinite(dst) | (dst < 0)  # -inf sorts first and stays a partner
-    src_i, dst_j = kernels.pick_pairs(p_src, dst[fin], order[fin], free_slots, dp, most)
+    if order is None:
+        part = np.argsort(p_dst, kind="stable")
+        dst = p_dst[part]
+        fin = np.isfinite(dst) | (dst < 0)  # -inf sorts first and stays a partner
+        src_up, part = None, part[fin]
+    else:
+        src_up, part = order
+    src_i, dst_j = kernels.pick_pairs(p_src, p_dst[part], part, free_slots, dp, most,
+                                      src_up=src_up)
     return list(zip(src_i.tolist(), dst_j.tolist()))
 
 
@@ -149,6 +159,7 @@ class ColloidHeMem(HeMem):
         self.alpha = parse_number(alpha, "colloid alpha", lo=0.0, hi=1.0, lo_open=True)
         self.limit = parse_size(limit, "colloid limit")
         self._search = BinarySearch()
+        self._shares = kernels.TierShares()
         self.shifts = {"down": 0, "up": 0}
         self.last = None
 
@@ -170,10 +181,12 @@ class ColloidHeMem(HeMem):
             return
         down = l_d > l_a  # hot pages leave the default tier
         src_tier, dst_tier = (DRAM, NVM) if down else (NVM, DRAM)
-        # every tracked page cooled, and the shares of the two tiers' pages
-        total, src, dst, p_src, p_dst = kernels.tier_shares(
+        # every tracked page cooled; the sources of positive share and the partners
+        # in ascending share, with their shares (a zero-count page of the alternate
+        # tier is never promoted: no partner going down)
+        total, src, p_src, src_up, dst, p_dst = self._shares(
             self.tier, self.reads, self.writes, self.clk, self.clock, MAX_SHIFT, NONE,
-            src_tier, dst_tier)
+            src_tier, dst_tier, zero_partners=not down)
         if total <= 0:
             return
         mem = self.sim.mem
@@ -183,9 +196,8 @@ class ColloidHeMem(HeMem):
             free = max(int(mem.free[self.top] - mem.wmark_low[self.top]), 0)
         limit = min(self.sim.scaled_bytes(self.limit), dp * self.view.traffic * ACCESS_BYTES)
         most = max(int(limit // (2 * HP * PAGE)), 1)  # a pair copies two 2 MiB pages
-        if down:  # a zero-count page of the alternate tier is never promoted
-            p_dst = np.where(p_dst > 0, p_dst, np.inf)
-        pairs = pick_pairs(p_src, p_dst, free // HP, dp, most)
+        pairs = pick_pairs(p_src, p_dst, free // HP, dp, most,
+                           order=(src_up, np.arange(len(p_dst))))
         if not pairs:
             return
         moving = src[[i for i, _ in pairs]]
