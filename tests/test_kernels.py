@@ -23,6 +23,43 @@ def test_argsort_stable_is_numpys(keys):
     np.testing.assert_array_equal(argsort_stable(keys), np.argsort(keys, kind="stable"))
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(arrays(np.float64, st.integers(0, 3 * SMALL), elements=floats),
+                 arrays(np.float64, st.integers(0, 4 * SMALL), elements=few),
+                 arrays(np.float64, st.integers(0, 4 * SMALL),
+                        elements=st.floats(0, 1e6, allow_nan=False))))
+def test_argsort_untied_is_numpys_stable_argsort(keys):
+    """The quicksort's order where no key ties, the stable sort's where some do (ties,
+    NaN, both zeros), with the keys in that order."""
+    order, k = kernels.argsort_untied(keys)
+    want = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(order, want)
+    np.testing.assert_array_equal(k, keys[want])
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.int64, st.integers(0, 2000), elements=st.integers(-5, 300)))
+def test_unique_counts_is_numpys_unique(a):
+    u, c = kernels.unique_counts(a)
+    wu, wc = np.unique(a, return_counts=True)
+    np.testing.assert_array_equal(u, wu)
+    np.testing.assert_array_equal(c, wc)
+    assert (u.dtype, c.dtype) == (wu.dtype, wc.dtype)
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.int64, st.integers(0, 2000), elements=st.integers(0, 300)),
+       st.integers(0, 2**31 - 1))
+def test_unique_event_counts_is_unique_and_bincount(p, seed):
+    ev = np.random.default_rng(seed).integers(0, 3, p.size).astype(np.int8)
+    u, c = kernels.unique_event_counts(p, ev, 3)
+    wu, inv = np.unique(p, return_inverse=True)
+    want = np.bincount(inv * 3 + ev, minlength=3 * len(wu)).reshape(len(wu), 3)
+    np.testing.assert_array_equal(u, wu)
+    np.testing.assert_array_equal(c, want)
+    assert c.dtype == want.dtype and c.shape == want.shape
+
+
 def test_argsort_stable_large_random_and_shared_digits():
     rng = np.random.default_rng(3)
     for keys in (rng.random(200_000) * 1e6,
@@ -286,6 +323,18 @@ def test_trailing_zeros_compiled_and_in_python():
         assert int(cttz(np.uint64(w))) == k._cttz_py(np.uint64(w)) == want
 
 
+def test_bitlen_intrinsic_is_the_bit_length():
+    """LLVM's ctlz as the bit length of non-negative int64s (MEMTIS's bins): every
+    power of two, its neighbours, zero and the largest."""
+    k = kernels
+    if not k._numba():
+        pytest.skip("numba not installed")
+    bitlen = k._llvm_bitlen()
+    xs = [0, 1, 2**63 - 1] + [v for b in range(63) for v in (2**b - 1, 2**b, 2**b + 1)]
+    for x in xs:
+        assert int(bitlen(np.int64(x))) == k._bitlen_py(np.int64(x)) == int(x).bit_length()
+
+
 @settings(max_examples=80, deadline=None)
 @given(arrays(np.int64, st.integers(0, 400), elements=st.integers(0, 5000)))
 def test_unique_in_order_keeps_first_occurrences(pages):
@@ -351,8 +400,10 @@ def test_memtis_cool_is_the_numpy_passes(nh, clock, dtype, hot_thr, bp_active, t
     want_hot[idx] = pb >= bp_active
     want_cnt[idx] = np.right_shift(c, d[:, None])
     want_pclk[idx] = clock
-    hu, refs = memtis_cool(c, hs, d, hp, cnt, pclk, may_hot, ebins, hot_thr, bp_active,
-                           clock, 62, nb)
+    want_sq = (c.astype(float) ** 2).sum(axis=1)
+    hu, refs, sq = memtis_cool(hs, d, hp, cnt, pclk, may_hot, ebins, hot_thr, bp_active,
+                               clock, 62, nb)
+    np.testing.assert_array_equal(sq, want_sq)
     np.testing.assert_array_equal(hu, hot.sum(axis=1))
     np.testing.assert_array_equal(refs, np.where(hot, c, 0).sum(axis=1))
     np.testing.assert_array_equal(cnt, want_cnt)
@@ -360,6 +411,47 @@ def test_memtis_cool_is_the_numpy_passes(nh, clock, dtype, hot_thr, bp_active, t
     np.testing.assert_array_equal(may_hot, want_hot)
     if track:
         np.testing.assert_array_equal(ebins, cooled_bins(cnt, pclk, clock, 62, nb))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 200), st.integers(0, 40), st.sampled_from([np.uint32, np.int64]),
+       st.booleans(), st.integers(0, 2**32 - 1))
+def test_set_counts_moves_the_kept_bins(n, clock, dtype, track, seed):
+    """cnt[pages] = new with the kept bins moved page by page: the bins are
+    `cooled_bins` of the whole array after the write."""
+    from tierlab.kernels import cooled_bins, set_counts
+    rng = np.random.default_rng(seed)
+    npages = 300
+    cnt = (rng.integers(0, 2**31, npages) >> rng.integers(0, 31, npages)).astype(dtype)
+    pclk = rng.integers(0, clock + 3, npages).astype(np.int32)
+    pages = rng.choice(npages, min(n, npages), replace=False)
+    new = rng.integers(0, 2**31, pages.size) >> rng.integers(0, 31, pages.size)
+    ebins = cooled_bins(cnt, pclk, clock, 62, 16) if track else None
+    want = cnt.copy()
+    want[pages] = new
+    set_counts(cnt, pclk, pages, new, clock, 62, 16, ebins)
+    np.testing.assert_array_equal(cnt, want)
+    if track:
+        np.testing.assert_array_equal(ebins, cooled_bins(cnt, pclk, clock, 62, 16))
+
+
+def test_memtis_cool_squares_at_512_subpages():
+    """The squares' sum of 512-subpage rows is numpy's pairwise float sum, both where
+    the integer sum is below 2^53 (summed in the pass) and where it is not (numpy's):
+    rows of small, near-2^22, near-2^26 and up to 2^32 counts."""
+    from tierlab.kernels import memtis_cool
+    hp, rows = 512, 24
+    rng = np.random.default_rng(11)
+    tops = [2**10, 2**22, 2**22 + 2**21, 2**26, 2**32 - 1, 2**20] * 4
+    cnt = np.concatenate([rng.integers(0, t, hp) for t in tops]).astype(np.uint32)
+    c = cnt.reshape(rows, hp).astype(np.int64)
+    want = (c.astype(float) ** 2).sum(axis=1)
+    exact = want < 2**53
+    assert exact.any() and not exact.all()
+    pclk = np.zeros(cnt.size, np.int32)
+    _, _, sq = memtis_cool(np.arange(rows), np.ones(rows, np.int64), hp, cnt, pclk,
+                           np.zeros(cnt.size, bool), None, 3, 3, 1, 62, 16)
+    np.testing.assert_array_equal(sq, want)
 
 
 def _move_numpy(node_map, blocks, used, pages, cur, dsts, block):

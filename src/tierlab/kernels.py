@@ -65,7 +65,14 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   as needed: 71.9 -> 53.4 s).
 - `cooled_bins`, `memtis_cool`: MEMTIS's per-page histogram of lazily cooled counts, and
   its huge-page cooling (get_idx, hot subpages, halving, the kept histogram) in one
-  pass: bench_memsim's memtis at 10x the updates, 22.1 -> 19.1 s.
+  pass: bench_memsim's memtis at 10x the updates, 22.1 -> 19.1 s. The bins by LLVM's
+  count-leading-zeros (`_llvm_bitlen`), the subpages' squared counts summed in the same
+  pass where that sum is exact, and a sample's count written with its bin moved
+  (`set_counts`): with `unique_counts` and `unique_event_counts` (numpy's sort, then
+  the runs counted in one pass), memtis at 200 simulated s of bench_scale 58.4 ->
+  32.7 s.
+- `argsort_untied`: numpy's stable argsort of keys that rarely tie (PEBS sample times,
+  fault works) by its SIMD quicksort, the stable sort only where keys tie.
 
 numba compiles each kernel at first use and caches the machine code beside this file
 (`cache=True`), so only the first run on a machine pays the compile (about a second a
@@ -111,6 +118,8 @@ def _kernel(name):
                 g[h] = jit(g[h + "_py"])
         if jit and g["_cttz"] is _cttz_py:
             g["_cttz"] = _llvm_cttz()
+        if jit and g["_bitlen"] is _bitlen_py:
+            g["_bitlen"] = _llvm_bitlen()
         k = _kernels[name] = jit(_PY[name]) if jit else _NUMPY.get(name, _PY[name])
     return k
 
@@ -204,6 +213,14 @@ def _cttz_py(x):
 _cttz = _cttz_py  # with numba, LLVM's cttz (`_llvm_cttz`)
 
 
+def _bitlen_py(x):
+    # the bit length of a non-negative int64
+    return int(x).bit_length()
+
+
+_bitlen = _bitlen_py  # with numba, 64 minus LLVM's ctlz (`_llvm_bitlen`)
+
+
 def _llvm_cttz():
     """`_cttz` as LLVM's count-trailing-zeros (one instruction, tzcnt), where a de
     Bruijn multiply and table load took three: `pages_on_bits` 6.1 -> 3.9 ns a page."""
@@ -218,6 +235,22 @@ def _llvm_cttz():
         return numba.types.uint64(numba.types.uint64), codegen
 
     return numba.njit(lambda x: cttz(x))
+
+
+def _llvm_bitlen():
+    """`_bitlen` as 64 minus LLVM's count-leading-zeros (lzcnt), where MEMTIS's bins
+    shifted a count right once per bit (`cooled_bins`, `memtis_cool`)."""
+    import numba
+    from llvmlite import ir
+    from numba.core.extending import intrinsic
+
+    @intrinsic
+    def ctlz(typingctx, x):
+        def codegen(context, builder, sig, args):
+            return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
+        return numba.types.int64(numba.types.int64), codegen
+
+    return numba.njit(lambda x: 64 - ctlz(x))
 
 
 def _poll_faults_py(pages, works, arm, arm_t, ta, wa, lo, now, flag):
@@ -1250,6 +1283,43 @@ def _pick_pairs_py(p_src, src_up, vals, partner, free_slots, dp, most, out_i, ou
     return npairs
 
 
+def _run_counts_py(s):
+    # the distinct values of sorted s and how many times each occurs
+    n = s.shape[0]
+    m = 0
+    for i in range(n):
+        if i == 0 or s[i] != s[i - 1]:
+            m += 1
+    u = np.empty(m, s.dtype)
+    c = np.zeros(m, np.int64)
+    j = -1
+    for i in range(n):
+        if i == 0 or s[i] != s[i - 1]:
+            j += 1
+            u[j] = s[i]
+        c[j] += 1
+    return u, c
+
+
+def _run_event_counts_py(s, ev, nev):
+    # the distinct values of sorted s and, for each, how many of its entries carry
+    # each event 0 .. nev - 1 (ev in the same order as s)
+    n = s.shape[0]
+    m = 0
+    for i in range(n):
+        if i == 0 or s[i] != s[i - 1]:
+            m += 1
+    u = np.empty(m, s.dtype)
+    c = np.zeros((m, nev), np.int64)
+    j = -1
+    for i in range(n):
+        if i == 0 or s[i] != s[i - 1]:
+            j += 1
+            u[j] = s[i]
+        c[j, ev[i]] += 1
+    return u, c
+
+
 def _fill_ranges_py(arr, starts, ends, value):
     for r in range(starts.shape[0]):
         for p in range(starts[r], ends[r]):
@@ -1335,51 +1405,75 @@ def _cooled_bins_py(cnt, pclk, clock, max_shift, nbins):
     for p in range(cnt.shape[0]):
         d = clock - np.int64(pclk[p])
         d = min(max(d, 0), max_shift)
-        v = (np.int64(cnt[p]) >> d) + 1
-        e = 0
-        while v > 0 and e < nbins:  # min(bit length of v, nbins)
-            v >>= 1
-            e += 1
-        out[e] += 1
+        out[min(_bitlen((np.int64(cnt[p]) >> d) + 1), nbins)] += 1
     return out
 
 
-def _memtis_cool_py(c, hs, d, hp, cnt, pclk, may_hot, ebins, track, hot_thr, bp_active,
-                    clock, max_shift, nbins):
+def _set_counts_py(cnt, pclk, pages, new, clock, max_shift, nbins, ebins, track):
+    # cnt[pages] = new (distinct pages), each page moved between the kept bins of
+    # `cooled_bins` (its pclk unchanged) when track
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        if track:
+            d = min(max(clock - np.int64(pclk[p]), 0), max_shift)
+            eo = min(_bitlen((np.int64(cnt[p]) >> d) + 1), nbins)
+            cnt[p] = new[i]
+            en = min(_bitlen((np.int64(cnt[p]) >> d) + 1), nbins)
+            if eo != en:
+                ebins[eo] -= 1
+                ebins[en] += 1
+        else:
+            cnt[p] = new[i]
+
+
+def _memtis_cool_py(hs, d, hp, cnt, pclk, may_hot, ebins, track, hot_thr, bp_active,
+                    clock, max_shift, nbins, force, hot_utils, refs, sq, done):
+    # each huge page's subpage counts read once for their sum of squares, which is
+    # exact here (so numpy's pairwise float sum gives it too) when every count is below
+    # 2^26 and the sum below 2^53; a row where it is not is left untouched (done false)
+    # unless force, for the caller to sum as numpy does first
     n = hs.shape[0]
-    hot_utils = np.zeros(n, np.int64)
-    refs = np.zeros(n, np.int64)
+    big = np.int64(1) << np.int64(26)
+    lim = np.int64(1) << np.int64(53)
     for i in range(n):
         base = hs[i] * hp
         s = d[i]
+        isum = np.int64(0)
+        ok = True
         for j in range(hp):
-            v = c[i, j]
+            v = np.int64(cnt[base + j])
+            if v >= big:
+                ok = False
+            else:
+                isum += v * v
+        ok = ok and isum < lim
+        done[i] = ok or force
+        if not done[i]:
+            continue
+        sq[i] = np.float64(isum)
+        hu = 0
+        rf = np.int64(0)
+        for j in range(hp):
             p = base + j
+            v = np.int64(cnt[p])
             new = v >> s
             # bins as in `cooled_bins`, min(bit length of x, nbins): of v + 1 (get_idx
             # is that minus one), of the lazily cooled count + 1, and of new + 1
             dd = min(max(clock - np.int64(pclk[p]), 0), max_shift)
-            x, y, z = v + 1, (v >> dd) + 1, new + 1
-            ex = ey = ez = 0
-            while x > 0 and ex < nbins:
-                x >>= 1
-                ex += 1
-            while y > 0 and ey < nbins:
-                y >>= 1
-                ey += 1
-            while z > 0 and ez < nbins:
-                z >>= 1
-                ez += 1
+            ex = min(_bitlen(v + 1), nbins)
+            ey = min(_bitlen((v >> dd) + 1), nbins)
+            ez = min(_bitlen(new + 1), nbins)
             if ex - 1 >= hot_thr:
-                hot_utils[i] += 1
-                refs[i] += v
+                hu += 1
+                rf += v
             may_hot[p] = ex - 1 >= bp_active
-            if track:
+            if track and ey != ez:  # (most subpages: a zero count stays in bin 1)
                 ebins[ey] -= 1
                 ebins[ez] += 1
             cnt[p] = new
             pclk[p] = clock
-    return hot_utils, refs
+        hot_utils[i] = hu
+        refs[i] = rf
 
 
 _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
@@ -1397,12 +1491,14 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
+       "run_counts": _run_counts_py, "run_event_counts": _run_event_counts_py,
        "poll_faults": _poll_faults_py, "cal_push": _cal_push_py, "cal_pop": _cal_pop_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "below_neg": _below_neg_py, "sub_expected_eps": _sub_expected_eps_py,
        "first_seen": _first_seen_py, "sorted_find": _sorted_find_py,
-       "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py}
+       "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py,
+       "set_counts": _set_counts_py}
 
 #: below this size numpy's own sort is as fast and needs no compiled code
 SMALL = 256
@@ -1414,6 +1510,47 @@ def argsort_stable(keys) -> np.ndarray:
     if keys.shape[0] <= SMALL:
         return np.argsort(keys, kind="stable")
     return _kernel("argsort_stable")(keys)
+
+
+def unique_counts(a):
+    """`np.unique(a, return_counts=True)` of integers: numpy's sort, then the runs
+    counted in one compiled pass (numpy's unique makes five more over the sorted
+    copy; MEMTIS's sample batches: 14% of its CPU at bench_scale)."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu" or not _numba():
+        return np.unique(a, return_counts=True)
+    return _kernel("run_counts")(np.sort(a.ravel()))
+
+
+def unique_event_counts(p, ev, nev: int):
+    """(np.unique(p), counts) with counts[i, e] the entries of the i-th distinct page
+    whose event ev is e (0 <= e < nev): what np.unique(p, return_inverse=True) and a
+    bincount of inverse x nev + ev give, by numpy's sort of the pages and one compiled
+    pass over the runs (PEBS's batches of samples)."""
+    p = np.asarray(p, dtype=np.int64)
+    ev = np.asarray(ev)
+    if not _numba():
+        u, inv = np.unique(p, return_inverse=True)
+        return u, np.bincount(inv * nev + ev, minlength=nev * len(u)).reshape(len(u), nev)
+    o = np.argsort(p)
+    return _kernel("run_event_counts")(p[o], ev[o], np.int64(nev))
+
+
+def argsort_untied(keys):
+    """(`np.argsort(keys, kind="stable")`, the keys in that order) of float64 keys, by
+    numpy's SIMD quicksort
+    (18-24 ns an entry at 65,536, against 28-36 for the radix sort and more for
+    numpy's stable sort): it is not stable, but without equal keys (or NaN) there is
+    one sorted order, so its result is the stable one; where the sorted keys show a
+    tie, the radix sort (`argsort_stable`) decides. For keys that rarely tie: fault
+    works, PEBS sample times."""
+    keys = np.ascontiguousarray(keys, dtype=np.float64)
+    order = np.argsort(keys)
+    k = keys[order]
+    if k.shape[0] > 1 and (k[-1] != k[-1] or not bool(np.all(k[1:] != k[:-1]))):
+        order = argsort_stable(keys)
+        k = keys[order]
+    return order, k
 
 
 def window_counts(h: np.ndarray, valid: int, window: int) -> np.ndarray:
@@ -1583,21 +1720,52 @@ def cooled_bins(cnt, pclk, clock: int, max_shift: int, nbins: int) -> np.ndarray
                                   int(nbins))
 
 
-def memtis_cool(c, hs, d, hp: int, cnt, pclk, may_hot, ebins, hot_thr: int,
-                bp_active: int, clock: int, max_shift: int, nbins: int):
-    """MEMTIS's `check_transhuge_cooling` over the subpages of huge pages `hs` (c: their
-    counts, one row each, before cooling; d: each one's shift) in one pass: returns
-    (hot_utils, refs) per huge page (subpages with get_idx >= hot_thr, and their count
-    sum), sets may_hot (get_idx >= bp_active), halves cnt by d, sets pclk to clock and,
-    with `ebins` (else None), moves each subpage between the kept bins of `cooled_bins`.
-    The numpy passes it replaced: get_idx by frexp, the row sums, the scatters and two
-    `cooled_bins` calls."""
+def set_counts(cnt, pclk, pages, new, clock: int, max_shift: int, nbins: int,
+               ebins) -> None:
+    """`cnt[pages] = new` (pages distinct) with `ebins`, the kept `cooled_bins` of
+    every page (None: not kept), moved for each page whose bin changes: one pass where
+    MEMTIS's sample path took `cooled_bins` of the pages before and after the write."""
     track = ebins is not None
     if not track:
         ebins = np.zeros(nbins + 1, np.int64)
-    return _kernel("memtis_cool")(c, hs, d, np.int64(hp), cnt, pclk, may_hot, ebins, track,
-                                  np.int64(hot_thr), np.int64(bp_active), np.int64(clock),
-                                  np.int64(max_shift), np.int64(nbins))
+    _kernel("set_counts")(cnt, pclk, np.asarray(pages, dtype=np.int64),
+                          np.asarray(new, dtype=np.int64), np.int64(clock),
+                          np.int64(max_shift), np.int64(nbins), ebins, track)
+
+
+def memtis_cool(hs, d, hp: int, cnt, pclk, may_hot, ebins, hot_thr: int,
+                bp_active: int, clock: int, max_shift: int, nbins: int):
+    """MEMTIS's `check_transhuge_cooling` over the subpages of huge pages `hs` (d: each
+    one's shift) in one pass: returns (hot_utils, refs, sq) per huge page (subpages
+    with get_idx >= hot_thr, their count sum, and the sum of the squared counts before
+    cooling, as numpy's float sum gives it), sets may_hot (get_idx >= bp_active),
+    halves cnt by d, sets pclk to clock and, with `ebins` (else None), moves each
+    subpage between the kept bins of `cooled_bins`. The numpy passes it replaced: the
+    gather of every subpage's count, the squares' float sum, get_idx by frexp, the row
+    sums, the scatters and two `cooled_bins` calls. The squares' sum is the exact
+    integer one where that is below 2^53 (then every order of float additions gives
+    it); numpy's own for the other rows."""
+    track = ebins is not None
+    if not track:
+        ebins = np.zeros(nbins + 1, np.int64)
+    hs = np.asarray(hs, dtype=np.int64)
+    d = np.asarray(d, dtype=np.int64)
+    n = hs.shape[0]
+    hot_utils, refs = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    sq, done = np.zeros(n), np.empty(n, np.bool_)
+    k = _kernel("memtis_cool")
+    args = (np.int64(hp), cnt, pclk, may_hot, ebins, track, np.int64(hot_thr),
+            np.int64(bp_active), np.int64(clock), np.int64(max_shift), np.int64(nbins))
+    k(hs, d, *args, False, hot_utils, refs, sq, done)
+    if not done.all():
+        r = np.flatnonzero(~done)
+        c = cnt[hs[r, None] * hp + np.arange(hp)].astype(np.int64)
+        sq[r] = (c.astype(float) ** 2).sum(axis=1)
+        hu, rf, dq, dn = np.zeros(r.size, np.int64), np.zeros(r.size, np.int64), \
+            np.zeros(r.size), np.empty(r.size, np.bool_)
+        k(hs[r], d[r], *args, True, hu, rf, dq, dn)
+        hot_utils[r], refs[r] = hu, rf
+    return hot_utils, refs, sq
 
 
 def move_pages(node_map, bits, blocks, used, pages, cur, dsts, block: int) -> None:

@@ -62,7 +62,7 @@ import numpy as np
 
 from ..field import uniq
 from ..heap import trim
-from ..kernels import (FaultCalendar, SortedRun, argsort_stable, poll_faults, push_tiered,
+from ..kernels import (FaultCalendar, SortedRun, argsort_untied, poll_faults, push_tiered,
                        scan_arm, take_through)
 from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
@@ -95,16 +95,8 @@ CAL_BLOCK = 64
 def _sorted_batch(wf, pages, arm) -> SortedRun:
     """A batch of armed pages sorted by the cumulative work at which they fault (keys),
     each with its arming (tag) as an index into the monitor's table of arm times (4
-    bytes, not 8); equal works in input order (a stable sort).
-    numpy's default sort (SIMD quicksort: 18-24 ns an entry against the compiled radix
-    sort's 28-36 at 65,536 entries) is not stable, but without equal works (or NaN)
-    there is one sorted order, so its result is the stable one; where the sorted works
-    show a tie, the stable radix sort (`kernels.argsort_stable`) decides."""
-    order = np.argsort(wf)
-    w = wf[order]
-    if w.shape[0] > 1 and (w[-1] != w[-1] or not bool(np.all(w[1:] != w[:-1]))):
-        order = argsort_stable(wf)
-        w = wf[order]
+    bytes, not 8); equal works in input order (a stable sort, `kernels.argsort_untied`)."""
+    order, w = argsort_untied(wf)
     return SortedRun(w, pages[order], arm[order])
 
 

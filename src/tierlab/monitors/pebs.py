@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import TierlabError
+from ..kernels import argsort_untied, unique_event_counts
 from ..units import parse_duration, parse_flag
 from .base import MONITORS, Monitor
 from .primitives import PEBS_SAMPLE_SECONDS, PebsSampler
@@ -192,10 +193,9 @@ class Pebs(Monitor):
         t = np.concatenate(times)
         ev = np.concatenate(evs)
         if len(draws) > 1:
-            order = np.argsort(t, kind="stable")
-            p, t, ev = p[order], t[order], ev[order]
-        u, inv = np.unique(p, return_inverse=True)
-        counts = np.bincount(inv * 3 + ev, minlength=3 * len(u)).reshape(len(u), 3)
+            order, t = argsort_untied(t)  # the stable order: times rarely tie
+            p, ev = p[order], ev[order]
+        u, counts = unique_event_counts(p, ev, 3)
         for i, e in enumerate(EVENTS):
             n = int(counts[:, i].sum())
             sp.samples[e] += n

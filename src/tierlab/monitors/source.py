@@ -46,7 +46,8 @@ import numpy as np
 
 from ..engine.timeline import Timeline
 from ..field import RateField
-from ..kernels import draw_below, spend_budgets, sub_expected, sub_expected_eps, table_min
+from ..kernels import (argsort_untied, draw_below, spend_budgets, sub_expected,
+                       sub_expected_eps, table_min)
 
 _KINDS = ("read", "write", "all")
 
@@ -334,8 +335,8 @@ class RateSource(AccessSource):
         if select is not None:
             keep = np.asarray(select(pages), dtype=bool)
             pages, times = pages[keep], times[keep]
-        order = np.argsort(times, kind="stable")
-        return pages[order], np.clip(times[order], t0, t1)
+        order, times = argsort_untied(times)  # the stable order: times rarely tie
+        return pages[order], np.clip(times, t0, t1)
 
     def first_access_lazy(self, pages, t0, t1, remaining, cache=None, inplace=False,
                           sparse=False):

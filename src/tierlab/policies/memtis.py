@@ -161,7 +161,7 @@ import numpy as np
 
 from ..engine.memory import BLOCK, UNALLOC
 from ..errors import TierlabError
-from ..kernels import cooled_bins, memtis_cool
+from ..kernels import cooled_bins, memtis_cool, set_counts, unique_counts
 from ..monitors.pebs import Pebs, parse_core
 from ..units import PAGE, parse_duration, parse_flag, parse_size
 from .base import POLICIES, Policy
@@ -455,12 +455,11 @@ class Memtis(Policy):
 
     def _cool_huge_chunk(self, hs) -> None:
         d = np.minimum(self.clock - self.hclk[hs], MAX_SHIFT)
-        c = self.cnt[hs[:, None] * HP + self._ar].astype(np.int64)
-        sq = (c.astype(float) ** 2).sum(axis=1)
-        # get_idx, hot_utils and refs, may_hot, the halving and the kept bins: one pass
-        hot_utils, refs = memtis_cool(c, hs, d, HP, self.cnt, self.pclk, self.may_hot,
-                                      self._ebins, min(self.active, self.bp_active),
-                                      self.bp_active, self.clock, MAX_SHIFT, NBINS)
+        # the squares' sum, get_idx, hot_utils and refs, may_hot, the halving and the
+        # kept bins: one pass
+        hot_utils, refs, sq = memtis_cool(hs, d, HP, self.cnt, self.pclk, self.may_hot,
+                                          self._ebins, min(self.active, self.bp_active),
+                                          self.bp_active, self.clock, MAX_SHIFT, NBINS)
         self.meta[hs] = np.right_shift(self.meta[hs], d)
         midx = get_idx(self.meta[hs])
         hu = np.maximum(hot_utils, 1).astype(float)
@@ -538,10 +537,14 @@ class Memtis(Policy):
         self.nr_dram_sampled += nd
         self.nr_sampled_for_split += n
         self.nr_max_sampled += n
-        up, k = np.unique(p, return_counts=True)
-        uh = up // HP
+        up, k = unique_counts(p)
+        uh = up // HP  # ascending, as up is
         huge = ~self.split[uh]
-        self._cool_huge(np.unique(uh[huge]), "monitor")
+        hh, hk = uh[huge], k[huge]
+        first = np.ones(hh.shape[0], dtype=bool)
+        first[1:] = hh[1:] != hh[:-1]
+        starts = np.flatnonzero(first)
+        self._cool_huge(hh[starts], "monitor")
         self._cool_base(up[~huge])
         # eHR: the first sample sees the page's may_hot; the j-th (j >= 2) sees the
         # count after j-1 increments: bin >= bp <=> c0 + 512 (j-1) + 1 >= 2^bp
@@ -552,11 +555,10 @@ class Memtis(Policy):
         later = np.maximum(k - jmin, 0)  # of j-1 = 1 .. k-1
         self.max_dram_sampled += int(self.may_hot[up].sum() + later.sum())
         new = c0 + HP * k
-        with self._writing(up):
-            self.cnt[up] = new
+        set_counts(self.cnt, self.pclk, up, new, self.clock, MAX_SHIFT, NBINS, self._ebins)
         self.may_hot[up] = get_idx(new) >= bp
-        if huge.any():
-            np.add.at(self.meta, uh[huge], k[huge])
+        if starts.shape[0]:  # the samples of each huge page summed: its runs in hh
+            self.meta[hh[starts]] += np.add.reduceat(hk, starts)
 
     # -- histogram and thresholds ----------------------------------------------------------
     def _groups(self):
