@@ -60,6 +60,37 @@ def test_unique_event_counts_is_unique_and_bincount(p, seed):
     assert c.dtype == want.dtype and c.shape == want.shape
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(2, 30), st.integers(0, 3000), st.integers(0, 2**31 - 1))
+def test_by_time_is_time_at_work_then_its_stable_sort(nb, n, seed):
+    """PEBS samples ordered by time: the works' sort and one walk over the breakpoints
+    give the times and the order that time_at_work and a stable sort of the times give
+    (flat stretches of work, works past both ends, repeated works); where the times
+    tie it declines."""
+    from tierlab.engine.timeline import Timeline
+    rng = np.random.default_rng(seed)
+    ta = np.cumsum(rng.random(nb) + 0.01)
+    wa = np.cumsum(np.where(rng.random(nb) < 0.2, 0.0, rng.random(nb) * 5))
+    works = rng.random(n) * (wa[-1] + 2) - 1
+    if seed % 2:  # inside the breakpoints: the times strictly ascend
+        works = wa[0] + rng.random(n) * (wa[-1] - wa[0])
+    if seed % 4 == 0 and n > 1:
+        works[: n // 2] = works[0]  # ties
+    tl = Timeline.__new__(Timeline)
+    tl._tb, tl._wb, tl._n = ta, wa, nb
+    want_t = tl.time_at_work(works)
+    want_o = np.argsort(want_t, kind="stable")
+    got = kernels.by_time(works, ta, wa)
+    if seed % 2 and kernels._numba() and wa[-1] > wa[0]:  # works inside: distinct times
+        assert got is not None
+    if got is None:
+        assert not kernels._numba() or np.any(np.diff(want_t[want_o]) <= 0)
+        return
+    order, times = got
+    np.testing.assert_array_equal(order, want_o)
+    np.testing.assert_array_equal(times, want_t[want_o])
+
+
 def test_argsort_stable_large_random_and_shared_digits():
     rng = np.random.default_rng(3)
     for keys in (rng.random(200_000) * 1e6,
@@ -433,6 +464,28 @@ def test_set_counts_moves_the_kept_bins(n, clock, dtype, track, seed):
     np.testing.assert_array_equal(cnt, want)
     if track:
         np.testing.assert_array_equal(ebins, cooled_bins(cnt, pclk, clock, 62, 16))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 12), st.integers(0, 40), st.integers(0, 2**32 - 1))
+def test_split_bins_is_the_chunked_numpy_histogram(nsp, clock, seed):
+    """The split huge pages' base pages binned by get_idx of their cooled counts:
+    unallocated pages and the pages past the last (a partial huge page) left out."""
+    from tierlab.policies.hemem import halve
+    from tierlab.policies.memtis import get_idx
+    rng = np.random.default_rng(seed)
+    hp, nh = 8, 14
+    npages = nh * hp - int(rng.integers(0, hp))
+    cnt = (rng.integers(0, 2**32, nh * hp) >> rng.integers(0, 32, nh * hp)).astype(np.uint32)
+    pclk = rng.integers(0, clock + 3, nh * hp).astype(np.int32)
+    node = rng.choice(np.array([0, 1, 255], np.uint8), npages)
+    sp = np.sort(rng.choice(nh, min(nsp, nh), replace=False)).astype(np.int64)
+    bp = (sp[:, None] * hp + np.arange(hp)).ravel()
+    bp = bp[bp < npages]
+    bp = bp[node[bp] != 255]
+    want = np.bincount(get_idx(halve(cnt[bp], pclk[bp], clock)), minlength=16)[:16]
+    got = kernels.split_bins(cnt, pclk, node, sp, hp, 255, clock, 62, 16)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_memtis_cool_squares_at_512_subpages():

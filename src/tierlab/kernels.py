@@ -1320,6 +1320,32 @@ def _run_event_counts_py(s, ev, nev):
     return u, c
 
 
+def _times_sorted_py(ws, ta, wa, out):
+    # Timeline.time_at_work of ascending works ws (numpy's arithmetic, the breakpoint
+    # found by a forward walk instead of a search per work) into out; returns whether
+    # the times strictly ascend (else the caller sorts the times themselves)
+    n = ws.shape[0]
+    nb = wa.shape[0]
+    i = 0
+    ok = True
+    for q in range(n):
+        w = ws[q]
+        while i < nb and wa[i] < w:
+            i += 1
+        k = min(max(i, 1), nb - 1)
+        w0, w1 = wa[k - 1], wa[k]
+        f = 0.0
+        if w1 > w0:
+            f = (w - w0) / (w1 - w0)
+        t = ta[k - 1] + min(max(f, 0.0), 1.0) * (ta[k] - ta[k - 1])
+        if w <= wa[0]:
+            t = ta[0]
+        out[q] = t
+        if not (t == t) or (q > 0 and not t > out[q - 1]):
+            ok = False
+    return ok
+
+
 def _fill_ranges_py(arr, starts, ends, value):
     for r in range(starts.shape[0]):
         for p in range(starts[r], ends[r]):
@@ -1426,6 +1452,20 @@ def _set_counts_py(cnt, pclk, pages, new, clock, max_shift, nbins, ebins, track)
             cnt[p] = new[i]
 
 
+def _split_bins_py(cnt, pclk, node, sp, hp, npages, unalloc, clock, max_shift, nbins):
+    # MEMTIS's get_idx histogram (min(bit length of the lazily cooled count + 1,
+    # nbins) - 1) of the allocated base pages of split huge pages sp
+    out = np.zeros(nbins, np.int64)
+    for i in range(sp.shape[0]):
+        base = sp[i] * hp
+        for p in range(base, min(base + hp, npages)):
+            if node[p] == unalloc:
+                continue
+            d = min(max(clock - np.int64(pclk[p]), 0), max_shift)
+            out[min(_bitlen((np.int64(cnt[p]) >> d) + 1), nbins) - 1] += 1
+    return out
+
+
 def _memtis_cool_py(hs, d, hp, cnt, pclk, may_hot, ebins, track, hot_thr, bp_active,
                     clock, max_shift, nbins, force, hot_utils, refs, sq, done):
     # each huge page's subpage counts read once for their sum of squares, which is
@@ -1492,13 +1532,14 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
        "run_counts": _run_counts_py, "run_event_counts": _run_event_counts_py,
+       "times_sorted": _times_sorted_py,
        "poll_faults": _poll_faults_py, "cal_push": _cal_push_py, "cal_pop": _cal_pop_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "below_neg": _below_neg_py, "sub_expected_eps": _sub_expected_eps_py,
        "first_seen": _first_seen_py, "sorted_find": _sorted_find_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py,
-       "set_counts": _set_counts_py}
+       "set_counts": _set_counts_py, "split_bins": _split_bins_py}
 
 #: below this size numpy's own sort is as fast and needs no compiled code
 SMALL = 256
@@ -1534,6 +1575,23 @@ def unique_event_counts(p, ev, nev: int):
         return u, np.bincount(inv * nev + ev, minlength=nev * len(u)).reshape(len(u), nev)
     o = np.argsort(p)
     return _kernel("run_event_counts")(p[o], ev[o], np.int64(nev))
+
+
+def by_time(works, ta, wa):
+    """(order, times): the stable order of `Timeline.time_at_work(works)` (over
+    breakpoints ta, wa) and the times in it, where those times strictly ascend along
+    the works' own order (W is increasing, so they nearly always do): the works sorted
+    (`argsort_untied`) and their times by one walk over the breakpoints, instead of a
+    search per work and a sort of the times (PEBS's samples); None otherwise, and
+    without numba."""
+    if not _numba() or wa.shape[0] < 2:
+        return None
+    order, ws = argsort_untied(works)
+    out = np.empty(ws.shape[0])
+    if not _kernel("times_sorted")(ws, np.ascontiguousarray(ta, dtype=np.float64),
+                                   np.ascontiguousarray(wa, dtype=np.float64), out):
+        return None
+    return order, out
 
 
 def argsort_untied(keys):
@@ -1718,6 +1776,16 @@ def cooled_bins(cnt, pclk, clock: int, max_shift: int, nbins: int) -> np.ndarray
     cooled count, in one pass without temporaries."""
     return _kernel("cooled_bins")(cnt, pclk, np.int64(clock), np.int64(max_shift),
                                   int(nbins))
+
+
+def split_bins(cnt, pclk, node, sp, hp: int, unalloc: int, clock: int, max_shift: int,
+               nbins: int) -> np.ndarray:
+    """MEMTIS's histogram of the allocated base pages of split huge pages `sp` by
+    get_idx of their lazily cooled counts, in one pass (its numpy form listed the
+    pages a chunk at a time, then gathered, halved and binned them)."""
+    return _kernel("split_bins")(cnt, pclk, node, np.asarray(sp, dtype=np.int64),
+                                 np.int64(hp), np.int64(node.shape[0]), np.uint8(unalloc),
+                                 np.int64(clock), np.int64(max_shift), np.int64(nbins))
 
 
 def set_counts(cnt, pclk, pages, new, clock: int, max_shift: int, nbins: int,

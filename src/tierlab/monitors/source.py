@@ -46,7 +46,7 @@ import numpy as np
 
 from ..engine.timeline import Timeline
 from ..field import RateField
-from ..kernels import (argsort_untied, draw_below, spend_budgets, sub_expected,
+from ..kernels import (argsort_untied, by_time, draw_below, spend_budgets, sub_expected,
                        sub_expected_eps, table_min)
 
 _KINDS = ("read", "write", "all")
@@ -331,11 +331,15 @@ class RateSource(AccessSource):
         if not pages:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         pages = np.concatenate(pages)
-        times = tl.time_at_work(np.concatenate(works))
+        works = np.concatenate(works)
         if select is not None:
             keep = np.asarray(select(pages), dtype=bool)
-            pages, times = pages[keep], times[keep]
-        order, times = argsort_untied(times)  # the stable order: times rarely tie
+            pages, works = pages[keep], works[keep]
+        got = by_time(works, *tl.breakpoints())
+        if got is None:
+            order, times = argsort_untied(tl.time_at_work(works))  # times rarely tie
+        else:
+            order, times = got
         return pages[order], np.clip(times, t0, t1)
 
     def first_access_lazy(self, pages, t0, t1, remaining, cache=None, inplace=False,

@@ -161,7 +161,7 @@ import numpy as np
 
 from ..engine.memory import BLOCK, UNALLOC
 from ..errors import TierlabError
-from ..kernels import cooled_bins, memtis_cool, set_counts, unique_counts
+from ..kernels import cooled_bins, memtis_cool, set_counts, split_bins, unique_counts
 from ..monitors.pebs import Pebs, parse_core
 from ..units import PAGE, parse_duration, parse_flag, parse_size
 from .base import POLICIES, Policy
@@ -636,8 +636,9 @@ class Memtis(Policy):
         hs, sp = self._groups()
         hm, nall = self._huge_counts(hs)
         hg = np.bincount(get_idx(hm), weights=nall, minlength=NBINS)[:NBINS]
-        for _, bc in self._split_pages(sp):
-            hg = hg + np.bincount(get_idx(bc), minlength=NBINS)[:NBINS]
+        if sp.size:
+            hg = hg + split_bins(self.cnt, self.pclk, self.sim.mem.node, sp, HP, UNALLOC,
+                                 self.clock, MAX_SHIFT, NBINS)
         # every 4 KiB page by its own count; unallocated pages have count 0 (bin 0).
         # The hot path of a run (every adaptation): lazy halving and get_idx in one
         # compiled pass (bit_length(count + 1) = floor(log2(count + 1)) + 1)
