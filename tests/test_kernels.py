@@ -418,6 +418,7 @@ def test_memtis_cool_is_the_numpy_passes(nh, clock, dtype, hot_thr, bp_active, t
     rng = np.random.default_rng(seed)
     n = (nh + 3) * hp
     cnt = (rng.integers(0, 2**32, n) >> rng.integers(0, 32, n)).astype(dtype)
+    cnt[rng.random(n) < 0.4] = 0  # most subpages of a run are never sampled
     pclk = rng.integers(0, clock + 3, n).astype(np.int32)
     may_hot = rng.random(n) < 0.5
     hs = np.sort(rng.choice(nh + 3, nh, replace=False)).astype(np.int64)

@@ -1493,9 +1493,17 @@ def _memtis_cool_py(hs, d, hp, cnt, pclk, may_hot, ebins, track, hot_thr, bp_act
         sq[i] = np.float64(isum)
         hu = 0
         rf = np.int64(0)
+        zhot = 0 >= hot_thr  # a zero count: get_idx 0, bin 1 before and after
+        zmay = 0 >= bp_active
         for j in range(hp):
             p = base + j
             v = np.int64(cnt[p])
+            if v == 0:  # (most subpages)
+                if zhot:
+                    hu += 1
+                may_hot[p] = zmay
+                pclk[p] = clock
+                continue
             new = v >> s
             # bins as in `cooled_bins`, min(bit length of x, nbins): of v + 1 (get_idx
             # is that minus one), of the lazily cooled count + 1, and of new + 1

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import TierlabError
-from ..kernels import argsort_untied, unique_event_counts
+from ..kernels import argsort_untied, merge_sorted, unique_event_counts
 from ..units import parse_duration, parse_flag
 from .base import MONITORS, Monitor
 from .primitives import PEBS_SAMPLE_SECONDS, PebsSampler
@@ -189,12 +189,15 @@ class Pebs(Monitor):
             pages.append(p)
             times.append(np.asarray(t, dtype=float))
             evs.append(e)
-        p = np.concatenate(pages)
-        t = np.concatenate(times)
-        ev = np.concatenate(evs)
-        if len(draws) > 1:
-            order, t = argsort_untied(t)  # the stable order: times rarely tie
-            p, ev = p[order], ev[order]
+        if any(np.isnan(x).any() for x in times):  # numpy's sort puts NaN last
+            p, t, ev = (np.concatenate(x) for x in (pages, times, evs))
+            if len(draws) > 1:
+                order, t = argsort_untied(t)
+                p, ev = p[order], ev[order]
+        else:  # each draw is in time order: stable merges are the stable sort
+            t, p, ev = times[0], pages[0], evs[0]
+            for t2, p2, e2 in zip(times[1:], pages[1:], evs[1:]):
+                t, p, ev = merge_sorted(t, p, ev, t2, p2, e2)
         u, counts = unique_event_counts(p, ev, 3)
         for i, e in enumerate(EVENTS):
             n = int(counts[:, i].sum())
