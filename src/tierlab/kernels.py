@@ -1279,24 +1279,6 @@ def _pick_pairs_py(p_src, src_up, vals, partner, free_slots, dp, most, out_i, ou
     return npairs
 
 
-def _run_counts_py(s):
-    # the distinct values of sorted s and how many times each occurs
-    n = s.shape[0]
-    m = 0
-    for i in range(n):
-        if i == 0 or s[i] != s[i - 1]:
-            m += 1
-    u = np.empty(m, s.dtype)
-    c = np.zeros(m, np.int64)
-    j = -1
-    for i in range(n):
-        if i == 0 or s[i] != s[i - 1]:
-            j += 1
-            u[j] = s[i]
-        c[j] += 1
-    return u, c
-
-
 def _run_event_counts_py(s, ev, nev):
     # the distinct values of sorted s and, for each, how many of its entries carry
     # each event 0 .. nev - 1 (ev in the same order as s)
@@ -1535,7 +1517,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
        "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
-       "run_counts": _run_counts_py, "run_event_counts": _run_event_counts_py,
+       "run_event_counts": _run_event_counts_py,
        "times_sorted": _times_sorted_py,
        "poll_faults": _poll_faults_py, "cal_push": _cal_push_py, "cal_pop": _cal_pop_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
@@ -1564,7 +1546,9 @@ def unique_counts(a):
     a = np.asarray(a)
     if a.dtype.kind not in "iu" or not _numba():
         return np.unique(a, return_counts=True)
-    return _kernel("run_counts")(np.sort(a.ravel()))
+    s = np.sort(a.ravel())
+    u, c = _kernel("run_event_counts")(s, np.zeros(s.shape[0], np.int8), np.int64(1))
+    return u, c[:, 0].copy()
 
 
 def unique_event_counts(p, ev, nev: int):
