@@ -56,7 +56,7 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   at, and Colloid-on-HeMem's shares of every tracked page, one pass each (bench_memsim's
   colloid-hemem: 10.8 -> about 5.5 s); the shares' orders by a counting sort over the
   integer counts, kept to the sources of positive count and the partners
-  (bench_scale's colloid-hemem: 77.5 -> 52.0 s).
+  (bench_scale's colloid-hemem: 77.5 -> 50.8 s).
 - `pick_pairs`: Colloid's pairs of pages to swap, each round one walk of the sources by
   share with a forward pointer over the partners, where numpy searched every source
   per pair (half of colloid-hemem's CPU at bench_scale).
@@ -68,11 +68,13 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   pass: bench_memsim's memtis at 10x the updates, 22.1 -> 19.1 s. The bins by LLVM's
   count-leading-zeros (`_llvm_bitlen`), the subpages' squared counts summed in the same
   pass where that sum is exact, and a sample's count written with its bin moved
-  (`set_counts`): with `unique_counts` and `unique_event_counts` (numpy's sort, then
-  the runs counted in one pass), memtis at 200 simulated s of bench_scale 58.4 ->
-  32.7 s.
+  (`set_counts`), `split_bins`: with `unique_counts` and `unique_event_counts`
+  (numpy's sort, then the runs counted in one pass) and the PEBS kernels below,
+  bench_scale's memtis 103.6 -> 55.1 s.
 - `argsort_untied`: numpy's stable argsort of keys that rarely tie (PEBS sample times,
-  fault works) by its SIMD quicksort, the stable sort only where keys tie.
+  fault works) by its SIMD quicksort, the stable sort only where keys tie; `by_time`:
+  PEBS samples in time order from their works' sort and one walk over the timeline's
+  breakpoints.
 
 numba compiles each kernel at first use and caches the machine code beside this file
 (`cache=True`), so only the first run on a machine pays the compile (about a second a
