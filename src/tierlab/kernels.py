@@ -1161,7 +1161,8 @@ def _tier_shares_py(tier, reads, writes, clk, clock, max_shift, none, src_tier, 
     # the caller's, of at least len(tier) entries (hs, hd: any size). Two passes over
     # the pages without branches (the cooling with the counts into dst_up, then the
     # lists: each page written at the end of both, which advance where it belongs:
-    # 0.34 -> 0.14 ms for 56,320 huge pages); the rest over the two lists.
+    # with the rest, 0.34 -> 0.21 ms a call at 56,320 huge pages); the rest over the
+    # two lists.
     # Returns (total, sources, partners, sorted): not sorted (src_up and the partners
     # in index order, dst_up their counts) when a count reaches len(hs)
     n = tier.shape[0]
@@ -1543,8 +1544,8 @@ def argsort_stable(keys) -> np.ndarray:
 
 def unique_counts(a):
     """`np.unique(a, return_counts=True)` of integers: numpy's sort, then the runs
-    counted in one compiled pass (numpy's unique makes five more over the sorted
-    copy; MEMTIS's sample batches: 14% of its CPU at bench_scale)."""
+    counted in one compiled pass, where numpy's unique makes five more over the sorted
+    copy (MEMTIS's sample pages; the sort is most of the cost)."""
     a = np.asarray(a)
     if a.dtype.kind not in "iu" or not _numba():
         return np.unique(a, return_counts=True)
