@@ -500,3 +500,27 @@ def test_level_lookup_takes_the_newest_record_of_each_key(seed):
             assert (since[i], isset[i]) == newest[k]
         else:
             assert since[i] == -np.inf and not isset[i]
+
+
+@pytest.mark.parametrize("chunk", [1 << 22, 7])
+def test_since_table_discarded_uses_up_the_same_draws(chunk, monkeypatch):
+    """A check whose answer the caller drops (Nimble's active scan) is charged the same
+    and leaves the stream where the check itself would: the next checks give the same
+    bits. A generator holding half of a 32-bit draw makes the check itself."""
+    monkeypatch.setattr(RateSource, "TABLE_CHUNK", chunk)
+    rng = np.random.default_rng(12)
+    table = np.array([0.0, 0.5, 1.0, 2.5])
+    pages = rng.integers(0, 2048, 3000)
+    which = rng.integers(0, 4, 3000).astype(np.uint16)
+    runs = []
+    for discard, half in ((False, False), (True, False), (True, True)):
+        bits = AccessedBits(RateSource(simple_timeline()), np.random.default_rng(3))
+        if half:
+            bits.rng.integers(0, 10, dtype=np.int32)  # leaves half of a 64-bit output
+        first = bits.test_since_table(pages, which, table, 3.0, discard=discard)
+        assert (first is None) == (discard and not half)
+        after = bits.test_since_table(pages, which, table, 3.5)
+        runs.append((after, bits.checks, bits.cpu_seconds, half))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    assert runs[0][1:3] == runs[1][1:3] == runs[2][1:3]
+    assert runs[0][0].any() and not runs[0][0].all()

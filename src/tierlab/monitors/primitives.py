@@ -337,17 +337,29 @@ class AccessedBits:
         return self.source.accessed(a, a + span, since, now, self.rng)
 
     def test_since_table(self, idx, which, table, now: float,
-                         by_page: bool = False, tmin: float | None = None) -> np.ndarray:
+                         by_page: bool = False, tmin: float | None = None,
+                         discard: bool = False) -> np.ndarray | None:
         """`test_since(0, idx, table[which], now)` for pages whose clear times are few
         distinct values (a CLOCK hand's pass times, Nimble's check times); `by_page`:
         `which` is an array over all pages, read at idx. The same bits, cheaper on a
         rate source (`RateSource.accessed_table`). `tmin`: min(table[which]) if the
-        caller found it in a pass of its own (saves the source one)."""
+        caller found it in a pass of its own (saves the source one). `discard`: the
+        caller clears the bits without reading them (Nimble's active scan deactivates
+        every page it passes); on a rate source whose stream is PCG64 the pages' draws
+        are skipped by advancing the stream one output a page (`accessed_table` draws
+        one uniform double a page, one output each) and None is returned: the same
+        charge and the same stream after, without the outcomes (not where the
+        generator holds half of a 32-bit draw, which `advance` would drop)."""
         lv = self._level(0)
         idx = np.asarray(idx)
         self.charge(2 * idx.shape[0])
         if idx.shape[0] == 0:
             return np.zeros(0, dtype=bool)
+        bg = self.rng.bit_generator
+        if discard and hasattr(self.source, "accessed_table") \
+                and isinstance(bg, np.random.PCG64) and not bg.state["has_uint32"]:
+            bg.advance(int(idx.shape[0]))
+            return None
         lb = self._lookback(lv, now)
         tab = np.maximum(np.asarray(table, dtype=float), lb)
         if hasattr(self.source, "accessed_table"):

@@ -232,14 +232,16 @@ class Nimble(Policy):
         return LruLists(mem.node, node, mem.blocks[:, node], BLOCK, self.sim.lru.flags,
                         ACTIVE, self.inserted, len(self.times))
 
-    def _referenced(self, pages, now, first=None) -> np.ndarray:
+    def _referenced(self, pages, now, first=None, discard=False) -> np.ndarray:
         """page_referenced: were the accessed bits set since they were last cleared?
         (The caller clears them: the checked time becomes now.) `first`: the least
         checked index of the pages, if the caller has it (`times` ascend, so its time
-        is the earliest)."""
+        is the earliest). `discard`: the caller does not read the answer (the active
+        scan deactivates every page): the check is charged and its draws used up
+        (`AccessedBits.test_since_table`)."""
         tmin = None if first is None or len(pages) == 0 else self.times[int(first)]
         return self.sim.bits.test_since_table(pages, self.checked, self.times, now,
-                                              by_page=True, tmin=tmin)
+                                              by_page=True, tmin=tmin, discard=discard)
 
     def _age(self, node: int, now: float):
         """shrink_lists_node_memcg: half the inactive list, then half the active list.
@@ -270,7 +272,7 @@ class Nimble(Policy):
             lists.hist[1, t] += len(up)
             active, _ = lists.list(True)
         dscan = active[: len(active) // 2]
-        self._referenced(dscan, now)
+        self._referenced(dscan, now, discard=True)
         nimble_active(dscan, lru.flags, self.inserted, self.checked, t, ACTIVE | PROMOTE)
         lru.nr_active[node] -= len(dscan)
         lru.active_changed()
