@@ -115,13 +115,14 @@ def _kernel(name):
     if k is None:
         jit = _numba()
         g = globals()
-        for h in _HELPERS:
-            if jit and g[h] is g[h + "_py"]:
-                g[h] = jit(g[h + "_py"])
+        # the intrinsics first: helpers call them (`_cooled_bin` calls `_bitlen`)
         if jit and g["_cttz"] is _cttz_py:
             g["_cttz"] = _llvm_cttz()
         if jit and g["_bitlen"] is _bitlen_py:
             g["_bitlen"] = _llvm_bitlen()
+        for h in _HELPERS:
+            if jit and g[h] is g[h + "_py"]:
+                g[h] = jit(g[h + "_py"])
         k = _kernels[name] = jit(_PY[name]) if jit else _NUMPY.get(name, _PY[name])
     return k
 
@@ -203,8 +204,32 @@ def _runs_order_py(keys):
 
 #: helpers kernels call, compiled by `_kernel` before any kernel (each `X` is `X_py`
 #: until then)
-_HELPERS = ("_upper", "_lower", "_runs_order", "_cal_place", "_cal_unlink")
+def _time_at_py(w, i, ta, wa):
+    # Timeline.time_at_work of work w, i its searchsorted(wa, w, "left") (numpy's
+    # arithmetic: the segment's fraction clipped to [0, 1], ta[0] at or below wa[0])
+    nb = wa.shape[0]
+    i = min(max(i, 1), nb - 1)
+    w0, w1 = wa[i - 1], wa[i]
+    f = 0.0
+    if w1 > w0:
+        f = min(max((w - w0) / (w1 - w0), 0.0), 1.0)
+    t = ta[i - 1] + f * (ta[i] - ta[i - 1])
+    if w <= wa[0]:
+        t = ta[0]
+    return t
+
+
+def _cooled_bin_py(c, pc, clock, max_shift, nbins):
+    # MEMTIS's bin of count c last cooled at clock pc: min(bit length of the lazily
+    # cooled count + 1, nbins) (get_idx is that minus one)
+    d = min(max(clock - np.int64(pc), 0), max_shift)
+    return min(_bitlen((np.int64(c) >> d) + 1), nbins)
+
+
+_HELPERS = ("_upper", "_lower", "_runs_order", "_cal_place", "_cal_unlink", "_time_at",
+            "_cooled_bin")
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
+_time_at, _cooled_bin = _time_at_py, _cooled_bin_py
 
 
 def _cttz_py(x):
@@ -267,14 +292,7 @@ def _poll_faults_py(pages, works, arm, arm_t, ta, wa, lo, now, flag):
             i = _lower(wa, w, lo, nb)
         else:
             i = _lower(wa, w, 0, nb)
-        i = min(max(i, 1), nb - 1)
-        w0, w1 = wa[i - 1], wa[i]
-        f = 0.0
-        if w1 > w0:
-            f = min(max((w - w0) / (w1 - w0), 0.0), 1.0)
-        t = ta[i - 1] + f * (ta[i] - ta[i - 1])
-        if w <= wa[0]:
-            t = ta[0]
+        t = _time_at(w, i, ta, wa)
         a = arm_t[arm[q]]
         if a > t:
             t = a
@@ -1313,14 +1331,7 @@ def _times_sorted_py(ws, ta, wa, out):
         w = ws[q]
         while i < nb and wa[i] < w:
             i += 1
-        k = min(max(i, 1), nb - 1)
-        w0, w1 = wa[k - 1], wa[k]
-        f = 0.0
-        if w1 > w0:
-            f = (w - w0) / (w1 - w0)
-        t = ta[k - 1] + min(max(f, 0.0), 1.0) * (ta[k] - ta[k - 1])
-        if w <= wa[0]:
-            t = ta[0]
+        t = _time_at(w, i, ta, wa)
         out[q] = t
         if not (t == t) or (q > 0 and not t > out[q - 1]):
             ok = False
@@ -1410,9 +1421,7 @@ def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, 
 def _cooled_bins_py(cnt, pclk, clock, max_shift, nbins):
     out = np.zeros(nbins + 1, np.int64)
     for p in range(cnt.shape[0]):
-        d = clock - np.int64(pclk[p])
-        d = min(max(d, 0), max_shift)
-        out[min(_bitlen((np.int64(cnt[p]) >> d) + 1), nbins)] += 1
+        out[_cooled_bin(cnt[p], pclk[p], clock, max_shift, nbins)] += 1
     return out
 
 
@@ -1422,10 +1431,9 @@ def _set_counts_py(cnt, pclk, pages, new, clock, max_shift, nbins, ebins, track)
     for i in range(pages.shape[0]):
         p = pages[i]
         if track:
-            d = min(max(clock - np.int64(pclk[p]), 0), max_shift)
-            eo = min(_bitlen((np.int64(cnt[p]) >> d) + 1), nbins)
+            eo = _cooled_bin(cnt[p], pclk[p], clock, max_shift, nbins)
             cnt[p] = new[i]
-            en = min(_bitlen((np.int64(cnt[p]) >> d) + 1), nbins)
+            en = _cooled_bin(cnt[p], pclk[p], clock, max_shift, nbins)
             if eo != en:
                 ebins[eo] -= 1
                 ebins[en] += 1
@@ -1442,8 +1450,7 @@ def _split_bins_py(cnt, pclk, node, sp, hp, npages, unalloc, clock, max_shift, n
         for p in range(base, min(base + hp, npages)):
             if node[p] == unalloc:
                 continue
-            d = min(max(clock - np.int64(pclk[p]), 0), max_shift)
-            out[min(_bitlen((np.int64(cnt[p]) >> d) + 1), nbins) - 1] += 1
+            out[_cooled_bin(cnt[p], pclk[p], clock, max_shift, nbins) - 1] += 1
     return out
 
 
@@ -1486,11 +1493,10 @@ def _memtis_cool_py(hs, d, hp, cnt, pclk, may_hot, ebins, track, hot_thr, bp_act
                 pclk[p] = clock
                 continue
             new = v >> s
-            # bins as in `cooled_bins`, min(bit length of x, nbins): of v + 1 (get_idx
-            # is that minus one), of the lazily cooled count + 1, and of new + 1
-            dd = min(max(clock - np.int64(pclk[p]), 0), max_shift)
+            # bins as in `cooled_bins`: of v + 1 (get_idx is that minus one), of the
+            # lazily cooled count + 1, and of new + 1
             ex = min(_bitlen(v + 1), nbins)
-            ey = min(_bitlen((v >> dd) + 1), nbins)
+            ey = _cooled_bin(v, pclk[p], clock, max_shift, nbins)
             ez = min(_bitlen(new + 1), nbins)
             if ex - 1 >= hot_thr:
                 hu += 1

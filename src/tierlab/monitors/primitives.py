@@ -355,7 +355,7 @@ class AccessedBits:
         self.charge(2 * idx.shape[0])
         if idx.shape[0] == 0:
             return np.zeros(0, dtype=bool)
-        bg = self.rng.bit_generator
+        bg = self.rng.bit_generator if discard else None
         if discard and hasattr(self.source, "accessed_table") \
                 and isinstance(bg, np.random.PCG64) and not bg.state["has_uint32"]:
             bg.advance(int(idx.shape[0]))

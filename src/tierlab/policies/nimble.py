@@ -232,7 +232,7 @@ class Nimble(Policy):
         return LruLists(mem.node, node, mem.blocks[:, node], BLOCK, self.sim.lru.flags,
                         ACTIVE, self.inserted, len(self.times))
 
-    def _referenced(self, pages, now, first=None, discard=False) -> np.ndarray:
+    def _referenced(self, pages, now, first=None, discard=False) -> np.ndarray | None:
         """page_referenced: were the accessed bits set since they were last cleared?
         (The caller clears them: the checked time becomes now.) `first`: the least
         checked index of the pages, if the caller has it (`times` ascend, so its time
