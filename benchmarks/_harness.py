@@ -20,6 +20,44 @@ RESULT_KEYS = ("sim_seconds", "throughput", "promotions", "demotions", "pingpong
                "app_stall_seconds", "reclaim_pages", "tier_access_share")
 
 
+#: policy_stats counters of per-page work the simulation does one page at a time (hint
+#: faults, PTEs armed, PEBS samples, pages a scanner checked); with the pages migrated
+#: they make a run's `events`, the work a cost that "follows events" follows
+EVENT_KEYS = ("hint_faults", "armed", "armed_pages", "samples", "scanned",
+              "scanned_pages", "young_checks", "pte_checks", "mglru_evict_checked")
+
+
+def events(rec: dict) -> int:
+    """Page events of a run record: pages promoted and demoted, plus the policy's
+    counters of `EVENT_KEYS`. Not every policy counts every kind (kswapd's LRU scans
+    are not in policy_stats), so compare one policy's runs with each other, not
+    policies."""
+    ps = rec.get("policy_stats") or {}
+    return int(rec.get("promotions", 0) + rec.get("demotions", 0)
+               + sum(ps.get(k, 0) for k in EVENT_KEYS))
+
+
+def host_calibration(repeats: int = 3) -> float:
+    """CPU seconds this host takes for a fixed mix of the simulator's kinds of work
+    (numpy's argsort of 4 M doubles, a gather of 4 M random entries, 2 M iterations of
+    the interpreter), the best of `repeats`: figures from different hosts compare
+    after division by it (docs/benchmarks.md)."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    x = rng.random(1 << 22)
+    idx = rng.integers(0, x.shape[0], x.shape[0])
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        np.argsort(x)
+        float(x[idx].sum())
+        s = 0
+        for i in range(1 << 21):
+            s += i
+        best = min(best, time.process_time() - t0)
+    return best
+
+
 def registered_policies() -> list[str]:
     import tierlab.policies  # noqa: F401  (imports every policy module)
     from tierlab.policies.base import POLICIES
@@ -42,7 +80,7 @@ def _child(run_kwargs: dict, npages: int, q) -> None:
         q.put({"policy": run_kwargs["policy"], "ok": True, "pages": npages,
                "sim_seconds": rec["sim_seconds"], "wall_s": wall, "cpu_s": cpu,
                "peak_rss_gib": rss / 2**30, "bytes_per_page": rss / npages,
-               "record": rec})
+               "events": events(rec), "record": rec})
     except Exception as e:  # report and go on with the next policy
         na = "memory-mode machine" in str(e)  # Johnny Cache's policies need a DRAM cache
         q.put({"policy": run_kwargs["policy"], "ok": False, "na": na,
@@ -113,16 +151,20 @@ def profile(run_kwargs: dict, top: int = 30) -> None:
 
 def table(rows: list[dict], wall_limit: float, rss_limit_gib: float | None = None,
           bpp_limit: float | None = None) -> str:
-    head = "| policy | simulated s | wall s | CPU s | peak RSS GiB | bytes/page |"
-    out = [head, "|---|---|---|---|---|---|"]
+    head = ("| policy | simulated s | wall s | CPU s | peak RSS GiB | bytes/page | "
+            "events M | CPU ns/event |")
+    out = [f"host calibration: {host_calibration():.2f} s (`_harness.host_calibration`)",
+           head, "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if not r["ok"]:
             out.append(f"| {r['policy']} | {'' if r.get('na') else 'error: '}{r['error']} "
-                       "| | | | |")
+                       "| | | | | | |")
             continue
+        ev = r.get("events", 0)
         out.append(f"| {r['policy']} | {r['sim_seconds']:.0f} | {r['wall_s']:.1f} | "
                    f"{r['cpu_s']:.1f} | {r['peak_rss_gib']:.2f} | "
-                   f"{r['bytes_per_page']:.1f} |")
+                   f"{r['bytes_per_page']:.1f} | {ev / 1e6:.1f} | "
+                   f"{1e9 * r['cpu_s'] / ev if ev else float('nan'):.0f} |")
     ok = [r for r in rows if r["ok"]]
     rows = [r for r in rows if not r.get("na")]  # the counts are over applicable policies
     met = lambda f: sum(1 for r in ok if f(r))
