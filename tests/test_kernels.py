@@ -975,9 +975,10 @@ def test_sub_expected_eps_is_one_pass_per_epoch(n, ne, by_page, seed):
        st.lists(st.integers(0, 40), min_size=1, max_size=12))
 def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, sizes):
     """Pushes, bucket pops and window rolls in random order on a tiny calendar (chains
-    of many blocks): every entry comes back exactly once, near entries at or before the
-    current bucket, each popped bucket's entries inside it in insertion order, the rest
-    past the window; the blocks all return to the free stack."""
+    of many blocks): every entry comes back exactly once with its work w0 + budget / r
+    bit for bit, near entries at or before the current bucket, each popped bucket's
+    entries inside it in insertion order, the rest past the window; the blocks all
+    return to the free stack."""
     rng = np.random.default_rng(seed)
     npages = sum(sizes) + 1
     cal = kernels.FaultCalendar(npages, np.int32, nb, bsz)  # window [0, 1)
@@ -985,6 +986,7 @@ def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, size
     out_w, out_p = [], []
     next_page = 0
     w_now = 0.0
+    want_w = np.full(npages, np.nan)
     for k in sizes:
         budget = rng.exponential(size=k) * rng.choice([0.1, 10.0, 1e3])
         budget[rng.random(k) < 0.1] = np.nan
@@ -993,6 +995,7 @@ def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, size
         next_page += k
         w, p, a = cal.push(budget, r, w_now, pages, pages.astype(np.uint32))
         exp_w = w_now + budget / r
+        want_w[pages] = exp_w
         with np.errstate(invalid="ignore"):
             assert np.all(cal.index(w) < cal.cur + 1)
         np.testing.assert_array_equal(w, exp_w[np.isin(pages, p)])
@@ -1024,6 +1027,7 @@ def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, size
     assert len(cal) == 0 and cal.nfree[0] == nblocks
     pages = np.concatenate(out_p + [rest_p])
     assert np.array_equal(np.sort(pages), np.arange(next_page))
+    np.testing.assert_array_equal(np.concatenate(out_w + [rest_w]), want_w[pages])
     # what was never handed out lies past the current bucket (or is NaN): not yet due
     with np.errstate(invalid="ignore"):
         assert not np.any(cal.index(rest_w) < cal.cur + 1)

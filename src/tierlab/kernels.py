@@ -226,8 +226,8 @@ def _cooled_bin_py(c, pc, clock, max_shift, nbins):
     return min(_bitlen((np.int64(c) >> d) + 1), nbins)
 
 
-_HELPERS = ("_upper", "_lower", "_runs_order", "_cal_place", "_cal_unlink", "_time_at",
-            "_cooled_bin")
+_HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
+            "_cal_unlink", "_time_at", "_cooled_bin")
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
 _time_at, _cooled_bin = _time_at_py, _cooled_bin_py
 
@@ -391,34 +391,75 @@ def _merge_sorted_py(w1, p1, a1, w2, p2, a2):
         o += 1
     return w, p, a
 
-def _cal_place_py(w, pg, am, n, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head, tail,
-                  fill, cnt, free, nfree, jb, order, near_w, near_p, near_a, q):
-    # entries [0, n) of (w, pg, am) by bucket coordinate x = (w - base) * scale: those
+def _cal_next_block_py(j, t, nxt, head, tail, free, nfree):
+    # a block from the free stack chained after t, bucket j's tail block (-1: none yet);
+    # returns it, bucket j's new tail
+    top = nfree[0] - 1
+    blk = free[top]
+    nfree[0] = top
+    nxt[blk] = -1
+    if t < 0:
+        head[j] = blk
+    else:
+        nxt[t] = blk
+    tail[j] = blk
+    return blk
+
+
+_cal_next_block = _cal_next_block_py  # a helper (`_HELPERS`)
+
+
+def _cal_place_py(w, pg, am, n, b, r, w0, div, base, scale, lim, nb, bsz, pw, pp, pa, nxt,
+                  head, tail, fill, cnt, free, nfree, jb, order, near_w, near_p, near_a, q):
+    # entries [0, n) of (w, pg, am) by bucket coordinate x = (w - base) * scale (with
+    # `div`, their works are w0 + b / r, numpy's order of operations, written to w
+    # only for the entries not placed in the first pass): those
     # with x < lim (at or before the current bucket) to near_* from index q, in input
     # order (the new q returned); x >= nb or NaN to bucket nb (past the window); else
     # to bucket floor(x), appended to its chain of blocks (new blocks from the free
-    # stack). A counting sort by bucket first, so that each bucket's appends are one
-    # sequential run: 13-14 ns an entry against 15-19 appending entry by entry to the
-    # 1,025 buckets' last blocks (65,536 entries a push into 78 M, the pool warm)
+    # stack). Entries past the window (nearly all of a scan step's push: the cold
+    # pages' faults) are appended as they come, in the pass that finds their works;
+    # the others are listed in jb (bucket << 32 | entry) and placed by a counting sort
+    # by bucket, so that each bucket's appends are one sequential run (13-14 ns an
+    # entry against 15-19 appending entry by entry to the 1,025 buckets' last blocks).
+    # A push of autonuma at bench_memsim: 69 ns an entry of CPU with every entry in
+    # the counting sort and the works a pass of their own, 34-36 with neither
     near = nb + 1
     counts = np.zeros(nb + 2, np.int64)
+    t = tail[nb]
+    f = fill[nb]
+    m = 0
     for i in range(n):
-        x = (w[i] - base) * scale
-        j = nb
+        wi = w0 + b[i] / r[i] if div else w[i]
+        x = (wi - base) * scale
         if x < lim:
             j = near
         elif x < nb:
             j = np.int64(x)
-        jb[i] = j
+        else:
+            if t < 0 or f == bsz:
+                t = _cal_next_block(nb, t, nxt, head, tail, free, nfree)
+                f = 0
+            k = np.int64(t) * bsz + f
+            pw[k] = wi
+            pp[k] = pg[i]
+            pa[k] = am[i]
+            f += 1
+            continue
+        w[i] = wi
+        jb[m] = (j << 32) | i
         counts[j] += 1
+        m += 1
+    cnt[nb] += n - m
+    fill[nb] = f
     s = 0
     for j in range(nb + 2):
         c = counts[j]
         counts[j] = s
         s += c
-    for i in range(n):
-        j = jb[i]
-        order[counts[j]] = i
+    for e in range(m):
+        j = jb[e] >> 32
+        order[counts[j]] = jb[e] & 0xFFFFFFFF
         counts[j] += 1
     lo = 0
     for j in range(nb + 2):
@@ -438,16 +479,7 @@ def _cal_place_py(w, pg, am, n, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head
             for o in range(lo, hi):
                 i = order[o]
                 if t < 0 or f == bsz:
-                    top = nfree[0] - 1
-                    blk = free[top]
-                    nfree[0] = top
-                    nxt[blk] = -1
-                    if t < 0:
-                        head[j] = blk
-                    else:
-                        nxt[t] = blk
-                    tail[j] = blk
-                    t = blk
+                    t = _cal_next_block(j, t, nxt, head, tail, free, nfree)
                     f = 0
                 k = np.int64(t) * bsz + f
                 pw[k] = w[i]
@@ -483,11 +515,9 @@ def _cal_push_py(budget, r, w0, pages, arm, base, scale, lim, nb, bsz, pw, pp, p
                  head, tail, fill, cnt, free, nfree, w, jb, order, near_w, near_p, near_a):
     # fault work w0 + budget / r of each entry (numpy's order of operations), placed
     # (w, jb, order: scratch of at least n entries)
-    n = budget.shape[0]
-    for i in range(n):
-        w[i] = w0 + budget[i] / r[i]
-    return _cal_place(w, pages, arm, n, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head,
-                      tail, fill, cnt, free, nfree, jb, order, near_w, near_p, near_a, 0)
+    return _cal_place(w, pages, arm, budget.shape[0], budget, r, w0, True, base, scale, lim,
+                      nb, bsz, pw, pp, pa, nxt, head, tail, fill, cnt, free, nfree, jb,
+                      order, near_w, near_p, near_a, 0)
 
 
 def _cal_rebucket_py(src, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head, tail, fill,
@@ -509,8 +539,9 @@ def _cal_rebucket_py(src, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head, tail
         b = _cal_unlink(b, e, bsz, pw, pp, pa, nxt, free, nfree, bw, bp, ba, m)
         m += e
         if b < 0 or m + bsz > chunk:
-            q = _cal_place(bw, bp, ba, m, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head,
-                           tail, fill, cnt, free, nfree, jb, order, ow, op, oa, q)
+            q = _cal_place(bw, bp, ba, m, bw, bw, 0.0, False, base, scale, lim, nb, bsz, pw,
+                           pp, pa, nxt, head, tail, fill, cnt, free, nfree, jb, order, ow,
+                           op, oa, q)
             m = 0
     return q
 
