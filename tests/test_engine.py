@@ -219,21 +219,29 @@ def test_scaled_presets_keep_ratios():
     assert lat[0] < lat[1] < lat[2] < lat[3]
 
 
+@pytest.mark.parametrize("spare", [True, False])
 @pytest.mark.parametrize("sync", [True, False])
-def test_copy_costs_are_scale_free(sync):
+def test_copy_costs_are_scale_free(sync, spare):
     """docs/model.md: a --scale F miniature is delayed as much as the full-scale run.
-    Copying the same share of memory at 1/8 and 1/64 must stall the application and
-    busy the mover alike (synchronous copies run in the F-times-fewer app threads)."""
+    Copying the same share of memory at 1, 1/8 and 1/64 must stall the application and
+    busy the mover alike (synchronous copies run in the F-times-fewer app threads), also
+    where the application's threads leave no core spare and the background mover steals
+    from them (64 threads on 24 cores)."""
     import tierlab.api
+    wl = "gups:hotset" if spare else "gups:hotset,threads=64"
     got = []
-    for sc in (1 / 8, 1 / 64):
-        sim = tierlab.api.simulation("optane-2tier", "gups:hotset", "static", scale=sc)
+    for sc in (1, 1 / 8, 1 / 64):
+        sim = tierlab.api.simulation("optane-2tier", wl, "static", scale=sc)
+        assert (sim._spare_cores > 0) == spare
         sim._apply_change(next(iter(sim.workload.changes())))
         sim.migrate(np.arange(int(2 ** 20 * sc)), 1, sync=sync)
         got.append((sim.stats.app_stall_seconds, sim.stats.migration_cpu_seconds))
-    for a, b in zip(*got):
-        assert b == pytest.approx(a, rel=1e-6)
+    for other in got[1:]:
+        for a, b in zip(got[0], other):
+            assert b == pytest.approx(a, rel=1e-6)
     assert got[0][0] > 0 and (sync or got[0][1] > 0)
+    if not sync:  # with no core spare the stall holds the mover's busy time / threads
+        assert (got[0][0] >= got[0][1] / 64) != spare
 
 
 def test_default_reclaim_is_lru_and_spares_hot_pages():
