@@ -113,7 +113,7 @@ import numpy as np
 from ..engine.lru import ACTIVE, PROMOTE, REFERENCED
 from ..engine.memory import BLOCK
 from ..errors import TierlabError
-from ..kernels import LruLists, nimble_active, nimble_inactive
+from ..kernels import LruLists, Scratch, nimble_active, nimble_inactive
 from ..units import PAGE, parse_duration, parse_flag
 from .base import POLICIES, Policy
 
@@ -173,6 +173,7 @@ class Nimble(Policy):
                                                                    2 ** 52)
         self.shrink = parse_flag(shrink, "nimble shrink")
         self.mt = _int(mt, "mt (copy threads)", 1, 64)
+        self._scratch = Scratch()  # the aged lists' pages, kept between passes
 
     # -- setup ----------------------------------------------------------------------
     def attach(self, sim):
@@ -259,8 +260,9 @@ class Nimble(Policy):
         lists = self._lists(node)
         n_in, n_act = lists.lengths()
         clean = lists.hist[1, t] == 0  # no active page was inserted now
+        # scan and act live only in this pass (what outlives it is copied)
         (scan, act), first = lists.first(n_in // 2, n_act if clean else 0,
-                                         track=self.checked)
+                                         track=self.checked, scratch=self._scratch)
         ref = self._referenced(scan, now, first[0])
         upm = nimble_inactive(scan, ref, lru.flags, self.inserted, self.checked, t, ACTIVE,
                               REFERENCED)
