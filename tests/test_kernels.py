@@ -270,7 +270,7 @@ def test_similar_pairs_is_every_window_counted(valid, window, nregions, seed, ru
 def test_lru_lists_are_a_stable_sort_by_insertion(npages, ntimes, seed, dtype):
     """Each list (and its older half) is the node's pages with the flag set or clear,
     stably sorted by insertion index from address order, as numpy's argsort gives."""
-    from tierlab.kernels import LruLists
+    from tierlab.kernels import LruLists, Scratch
     rng = np.random.default_rng(seed)
     node_map = rng.choice(np.array([0, 1, 255], np.uint8), npages, p=[0.5, 0.3, 0.2])
     node_map[: npages // 3] = 1  # whole blocks without node 0: skipped by their counts
@@ -298,6 +298,18 @@ def test_lru_lists_are_a_stable_sort_by_insertion(npages, ntimes, seed, dtype):
     np.testing.assert_array_equal(p0, lists.list(False)[0][:k0])
     for pages, m in ((p0, mins[0]), (p1, mins[1])):
         assert m == (track[pages].min() if len(pages) else np.iinfo(np.uint16).max)
+    # into kept arrays (Nimble's passes): the same pages at every size, larger or
+    # smaller than the arrays hold, whatever the arrays held before
+    scratch = Scratch()
+    for _ in range(4):
+        k0, k1 = int(rng.integers(0, n0 + 1)), int(rng.integers(0, n1 + 1))
+        (q0, q1), qm = lists.first(k0, k1, track=track, scratch=scratch)
+        (w0, w1), wm = lists.first(k0, k1, track=track)
+        np.testing.assert_array_equal(q0, w0)
+        np.testing.assert_array_equal(q1, w1)
+        np.testing.assert_array_equal(qm, wm)
+        assert q0.dtype == w0.dtype
+        assert q0.base is scratch.arrays[0]  # written in place, not a fresh array
 
 
 def test_without_numba_the_guest_path_still_answers(monkeypatch):
