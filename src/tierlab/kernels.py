@@ -1754,7 +1754,7 @@ class LruLists:
                      flags, np.uint8(mask))
         self.mask, self.inserted = int(mask), inserted
         # page numbers in 4 bytes while they fit (5 TiB of 4 KiB pages do)
-        self._like = np.zeros(0, np.int32 if node_map.shape[0] < 2**31 else np.int64)
+        self._pdt = np.int32 if node_map.shape[0] < 2**31 else np.int64
         self.hist = _kernel("list_hist")(*self.args, inserted, int(ntimes))
 
     def lengths(self):
@@ -1774,10 +1774,8 @@ class LruLists:
         use = track is not None
         tr = track if use else np.zeros(1, np.uint8)
         mins = np.full(2, np.iinfo(tr.dtype).max, tr.dtype)
-        if scratch is None:
-            outs = (np.empty(n_clear, self._like.dtype), np.empty(n_set, self._like.dtype))
-        else:
-            outs = scratch.get(self._like.dtype, n_clear, n_set)
+        outs = (Scratch() if scratch is None else scratch).get((self._pdt, n_clear),
+                                                               (self._pdt, n_set))
         out = _kernel("list_emit")(*self.args, self.inserted, self.hist, take, *outs, tr,
                                    use, mins)
         return (out, mins) if use else out
@@ -1791,21 +1789,25 @@ class LruLists:
 
 
 class Scratch:
-    """Arrays kept between calls of a kernel that fills them (`LruLists.first`): grown
-    to the largest need seen, never shrunk."""
+    """Work arrays kept between calls of kernels that fill them (`LruLists.first`,
+    `FaultCalendar`, `TierShares`, a NUMA scan step's pages): a fresh array of many
+    entries is a fresh mapping, paid again in page faults at every call. Each slot is
+    grown to the largest need seen (at least doubling), never shrunk."""
 
     def __init__(self):
         self.arrays = []
 
-    def get(self, dtype, *sizes):
-        """One array of each size (views of the kept ones), of `dtype`."""
-        while len(self.arrays) < len(sizes):
-            self.arrays.append(np.zeros(0, dtype))
-        for i, n in enumerate(sizes):
+    def get(self, *specs):
+        """For each (dtype, n) of `specs`, n entries of that slot's array (a view of the
+        kept one, valid until the next `get`)."""
+        while len(self.arrays) < len(specs):
+            self.arrays.append(None)
+        for i, (dtype, n) in enumerate(specs):
             a = self.arrays[i]
-            if a.dtype != dtype or a.shape[0] < n:
-                self.arrays[i] = np.empty(max(int(n), 2 * a.shape[0]), dtype)
-        return tuple(self.arrays[i][:n] for i, n in enumerate(sizes))
+            if a is None or a.dtype != dtype or a.shape[0] < n:
+                old = 0 if a is None else a.shape[0]
+                self.arrays[i] = np.empty(max(int(n), 2 * old), dtype)
+        return tuple(self.arrays[i][:n] for i, (_, n) in enumerate(specs))
 
 
 _seen = np.zeros(0, np.uint64)  # a clear bitset over page numbers, grown on demand
@@ -2061,7 +2063,7 @@ class TierShares:
     COUNTS = 1024
 
     def __init__(self):
-        self._buf = None
+        self._buf = Scratch()
         self._hist = (np.empty(self.COUNTS, np.int64), np.empty(self.COUNTS, np.int64))
 
     def __call__(self, tier, reads, writes, clk, clock: int, max_shift: int, none: int,
@@ -2078,15 +2080,14 @@ class TierShares:
         (integer counts: the sum is exact below 2^53); zeros where the total is 0. The
         arrays returned are views of this object's, valid until its next call."""
         n = tier.shape[0]
-        if self._buf is None or self._buf[0].shape[0] < n:
-            self._buf = tuple(np.empty(n, dt) for dt in (np.int64, np.int64, np.int64,
-                                                          np.int64, np.float64, np.float64,
-                                                          np.int64, np.int64))
-        src, cs, dst, cd, p_src, p_dst, src_up, dst_up = self._buf
+        buf = self._buf.get(*((dt, n) for dt in (np.int64, np.int64, np.int64, np.int64,
+                                                 np.float64, np.float64, np.int64,
+                                                 np.int64)))
+        src, cs, dst, cd, p_src, p_dst, src_up, dst_up = buf
         total, ns, nd, counted = _kernel("tier_shares")(
             tier, reads, writes, clk, np.int64(clock), np.int64(max_shift),
             np.uint8(none), np.uint8(src_tier), np.uint8(dst_tier), bool(zero_partners),
-            *self._buf, *self._hist)
+            *buf, *self._hist)
         src, p_src, dst, p_dst = src[:ns], p_src[:ns], dst[:nd], p_dst[:nd]
         if counted:
             return int(total), src, p_src, src_up[:ns], dst, p_dst
@@ -2285,7 +2286,7 @@ class FaultCalendar:
         self.cnt = np.zeros(k, np.int64)
         #: window [base, base + nb / scale); cur: the last bucket handed out
         self.base, self.scale, self.cur = 0.0, 0.0, -1
-        self._buf = None
+        self._buf = Scratch()  # push and roll work arrays (`_scratch`)
         self.new_window(0.0)
 
     def __len__(self) -> int:
@@ -2309,13 +2310,10 @@ class FaultCalendar:
         return sw[:q].copy(), sp[:q].copy(), sa[:q].copy()
 
     def _scratch(self, n: int):
-        """Work arrays of at least n entries, kept between calls (fresh arrays of this
-        size are fresh mappings, paid again in page faults at every call)."""
-        if self._buf is None or self._buf[0].shape[0] < n:
-            m = max(n, 2 * (0 if self._buf is None else self._buf[0].shape[0]), 1024)
-            self._buf = (np.empty(m), np.empty(m, self.pp.dtype), np.empty(m, np.uint32),
-                         np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m))
-        return self._buf
+        """n entries of each work array (works, pages, arm indexes, two int64 and works
+        again), kept between calls (`Scratch`)."""
+        return self._buf.get((np.float64, n), (self.pp.dtype, n), (np.uint32, n),
+                             (np.int64, n), (np.int64, n), (np.float64, n))
 
     def pop(self, j: int):
         """(works, pages, arm) of bucket j (nbuckets: past the window), in insertion
@@ -2358,8 +2356,7 @@ class FaultCalendar:
             q = _kernel("cal_rebucket")(
                 self.nb, self.base, self.scale, float(self.cur + 1), self.nb, self.bsz,
                 self.pw, self.pp, self.pa, self.nxt, self.head, self.tail, self.fill,
-                self.cnt, self.free, self.nfree, bw[:m], bp[:m], ba[:m], jb, order,
-                ow, op, oa)
+                self.cnt, self.free, self.nfree, bw, bp, ba, jb, order, ow, op, oa)
         return ow[:q].copy(), op[:q].copy(), oa[:q].copy()
 
 

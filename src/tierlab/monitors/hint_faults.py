@@ -62,8 +62,8 @@ import numpy as np
 
 from ..field import uniq
 from ..heap import trim
-from ..kernels import (FaultCalendar, SortedRun, argsort_untied, poll_faults, push_tiered,
-                       scan_arm, take_through)
+from ..kernels import (FaultCalendar, Scratch, SortedRun, argsort_untied, poll_faults,
+                       push_tiered, scan_arm, take_through)
 from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
@@ -146,7 +146,7 @@ class ScheduledHintFaults(HintFaults):
         self._pending: list = []  # faults found while syncing epochs (pages, works, arm)
         self._t_poll = None  # time of the previous poll
         self._narmed = 0
-        self._range_buf = None
+        self._range = Scratch()  # a scan step's newly armed pages
 
     # -- helpers ------------------------------------------------------------------
     def _rates(self, field, pages) -> np.ndarray:
@@ -311,11 +311,10 @@ class ScheduledHintFaults(HintFaults):
         """A scan step's `arm` of [start, end) in one pass (`kernels.scan_arm`): the
         pages on nodes not in `skip` (by node; unallocated skipped); returns (allocated
         pages walked, pages armed)."""
-        if self._range_buf is None or self._range_buf.shape[0] < end - start:
-            self._range_buf = np.empty(max(end - start, 1024), self._pdt)
-        walked, n = scan_arm(node, start, end, skip, self._flag, UNALLOC, self._range_buf)
+        buf, = self._range.get((self._pdt, end - start))
+        walked, n = scan_arm(node, start, end, skip, self._flag, UNALLOC, buf)
         if n:
-            self._arm_flagged(self._range_buf[:n].copy(), now)
+            self._arm_flagged(buf[:n].copy(), now)
         return walked, n
 
     def _arm_flagged(self, pages, now: float) -> int:
