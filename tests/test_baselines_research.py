@@ -239,6 +239,35 @@ def test_tiering08_scans_only_slow_nodes():
     assert armed[node == 1].all() and not armed[node == 0].any()
 
 
+@pytest.mark.parametrize("policy", ["tiering-0.8", "autotiering"])
+def test_numa_scanner_hands_over_each_fault_at_the_next_tick(policy):
+    """The scanner's faults come from the fault calendar: each tick returns exactly the
+    faults since the previous one (fault times in (previous tick, now], by time, with
+    latency = fault time - scan time), also for pages armed long ago (the scanner
+    before 2026-11-28 polled those every age / 8 and handed their faults over late)."""
+    sim, w = _sim(policy, hot_frac=1 - 1e-6)  # cold pages: one access in ~40 s
+    _start(sim, w)
+    sc = sim.policy.scanner
+    armed_at = np.full(sim.mem.npages, np.nan)
+    prev, seen, late_armed = 0.0, 0, 0
+    for _ in range(320):  # 80 s: two scan passes and more
+        _advance(sim, 0.25)
+        now = sim.now
+        before = sc.is_armed(np.arange(sim.mem.npages))
+        pages, times, lat = sc.tick(now)
+        assert ((times > prev) & (times <= now)).all()
+        assert (np.diff(times) >= 0).all()
+        assert before[pages].all()
+        np.testing.assert_allclose(times - lat, armed_at[pages], rtol=0, atol=1e-9)
+        late_armed += int((now - armed_at[pages] > 8.0).sum())
+        seen += len(pages)
+        armed_at[pages] = np.nan
+        newly = np.flatnonzero(sc.is_armed(np.arange(sim.mem.npages)) & np.isnan(armed_at))
+        armed_at[newly] = now
+        prev = now
+    assert seen > 1000 and late_armed > 0, (seen, late_armed)
+
+
 def _scan_range_in_one_read(sc, start, end):
     """The scan step's pages as it read them before `_scan_range` (all of [start, end)
     at once, then cut after the range that passed the budget)."""
@@ -267,8 +296,9 @@ def test_tiering08_scan_step_reads_in_pieces_as_in_one(seed):
     rng = np.random.default_rng(seed)
     n = sim.mem.npages
     sc.scan_pages = int(rng.choice([300, 512, 1024, 1500]))
-    sc.armed[:] = rng.random(n) < rng.choice([0.0, 0.5, 0.97, 1.0])
-    sc.armed[: int(rng.integers(0, n))] = True  # long armed runs: ranges without changes
+    flags = rng.random(n) < rng.choice([0.0, 0.5, 0.97, 1.0])
+    flags[: int(rng.integers(0, n))] = True  # long armed runs: ranges without changes
+    sc.is_armed = lambda pages: flags[pages]  # the PTE bits, as the step reads them
     for _ in range(20):
         start = int(rng.integers(0, n))
         end = min(n, start + int(rng.integers(1, 8 * sc.scan_pages + 1)))

@@ -80,11 +80,14 @@ Assumptions where the sources are silent (each is a parameter):
 - All faults on slow-tier pages count as remote and shared (cpupid holds the scan time
   in tiering mode), so update_task_scan_period speeds up unless a promotion failed.
 - Demotion: the engine's kswapd (LRU inactive tail, down the machine's demotion path).
-- `NumaScanner` works in ticks of `poll` (250 ms): it runs the scan steps due since the
-  last tick (arming their pages at the tick) and reacts to faults when it polls; pages
-  armed long ago are polled less often (age / 8), which only delays reactions to
-  faults of pages that were cold for a long time (exact fault times and latencies are
-  still used; rate-limit windows follow fault times).
+- `NumaScanner` works in ticks of `poll` (250 ms): each tick hands over every fault
+  since the last one (exact fault times and latencies; rate-limit windows follow fault
+  times), then runs the scan steps due since the last tick (arming their pages at the
+  tick), so a reaction is late by less than `poll`. Its faults come from the fault
+  calendar the `hint-faults` monitor uses (`ScheduledHintFaults`). Before 2026-11-28
+  it kept one fault generator per second of scan steps and polled those armed long
+  ago less often (age / 8), which delayed reactions to faults of pages cold for a long
+  time; the calendar makes a poll cost O(faults), so that shortcut is gone.
 """
 from __future__ import annotations
 
@@ -96,7 +99,8 @@ from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..field import uniq
 from ..monitors.base import Monitor, backend_of
-from ..monitors.primitives import HintFaults, PTE_CHECK_SECONDS
+from ..monitors.hint_faults import make_hint_faults
+from ..monitors.primitives import PTE_CHECK_SECONDS
 from ..units import PAGE, parse_duration, parse_flag, parse_size
 from .base import POLICIES, Policy
 
@@ -149,35 +153,6 @@ def cpu_node(machine) -> int:
 # -----------------------------------------------------------------------------------
 # AutoNUMA scanner
 # -----------------------------------------------------------------------------------
-class _HintFaults(HintFaults):
-    """`HintFaults` with a fast `arm` for sorted unique pages none of which is armed
-    (what the scanner passes). numpy 2.4's hash-based `np.unique`, which
-    `HintFaults.arm` calls, costs ~0.6 us per int64 element (0.3 s for 500k pages, 60x
-    a sort); this path skips it and the membership test, draws the same Exp(1) budgets
-    from the same stream and merges the same way, so results are identical. Remove it
-    once the primitive avoids np.unique on sorted input."""
-
-    def arm_fresh(self, pages, now):
-        pages = np.asarray(pages, dtype=np.int64)
-        n = pages.shape[0]
-        if getattr(self, "_pages", None) is None or n == 0 \
-                or (n > 1 and not bool(np.all(pages[1:] > pages[:-1]))):
-            return self.arm(pages, now)
-        self._insert(pages, self.rng.exponential(size=n), float(now))
-        return n
-
-
-class _Armed:
-    """Pages made PROT_NONE by the scan steps of one `group` period (one HintFaults
-    instance)."""
-
-    __slots__ = ("hf", "lo", "hi", "t_arm", "next_poll", "last_poll")
-
-    def __init__(self, hf, lo, hi, t_arm):
-        self.hf, self.lo, self.hi, self.t_arm, self.next_poll = hf, lo, hi, t_arm, t_arm
-        self.last_poll = -1.0
-
-
 class _Lazy:
     """PROT_NONE pages of `lazy` nodes: only whether they were touched by the next scan
     matters (their faults migrate nothing), so no fault time is simulated."""
@@ -196,10 +171,12 @@ class NumaScanner(Monitor):
     access source), kept beside the policies that use it: it works on the simulation
     itself (`backend_of`), not on the policy's view of it.
 
-    Built on the `HintFaults` primitive, one instance per `group` (1 s) of scan steps,
-    so a poll costs O(pages armed recently) instead of O(all armed pages); whether a
-    page is PROT_NONE is mirrored in a bool per page (the PTE bit). See the module docstring for
-    the kernel rules it follows and its simplifications. Written for `tiering-0.8` and
+    Its faults come from the shared fault calendar (`monitors.hint_faults.
+    make_hint_faults`: `ScheduledHintFaults` under the rate model), as the
+    `hint-faults` monitor's do, so a poll costs O(log armed + faults) and every tick
+    hands over every fault up to now; whether a page is PROT_NONE is its flag there
+    (lazy pages: a bool per page of their own). See the module docstring for the kernel
+    rules it follows and its simplifications. Written for `tiering-0.8` and
     `autotiering`; the shared `hint-faults` monitor may replace it later.
 
     `scan_size` is the full-scale byte budget of a step (256 MB); the run's miniature
@@ -229,8 +206,7 @@ class NumaScanner(Monitor):
 
     def __init__(self, sim, name: str, eligible, *, scan_size: int = 256 << 20,
                  period_min: float = 1.0, period_max: float = 60.0, scan_delay: float = 1.0,
-                 poll: float = 0.25, adapt: bool = True, backoff: float = 8.0,
-                 on_scan=None, lazy=(), group: float = 1.0,
+                 poll: float = 0.25, adapt: bool = True, on_scan=None, lazy=(),
                  pte_cost: float = PTE_CHECK_SECONDS):
         sim = backend_of(sim)
         self.sim = sim
@@ -250,17 +226,17 @@ class NumaScanner(Monitor):
         self.period_min, self.period_max = float(period_min), float(period_max)
         self.poll_period = float(poll)
         self.adapt = bool(adapt)
-        self.backoff = float(backoff)
         self.on_scan = on_scan
         self.pte_cost = float(pte_cost)
         self.fault_cost = float(sim.machine.hint_fault_s)
         self.hand = 0
         self.period = None  # per-step period, set at the first step
         self.next_step = float(scan_delay)
-        self.group = float(group)
-        self.windows: list[_Armed] = []
+        self.hf = make_hint_faults(sim.source, self.rng, fault_cost=self.fault_cost,
+                                   npages=sim.mem.npages, current_work=lambda: sim.work)
         self.lazy_windows: list[_Lazy] = []
-        self.armed = np.zeros(sim.mem.npages, dtype=bool)  # PTE made PROT_NONE
+        #: lazy pages made PROT_NONE (the others' bit is the fault generator's flag)
+        self.lazy_armed = np.zeros(sim.mem.npages if self.lazy.any() else 0, dtype=bool)
         self._pass = {"faults": 0, "local": 0, "failed": 0}
         # totals
         self.faults = 0
@@ -302,48 +278,42 @@ class NumaScanner(Monitor):
         self._pass = {"faults": 0, "local": 0, "failed": 0}
 
     # -- arming -------------------------------------------------------------------
-    def _overlapping(self, lo: int, hi: int):
-        return [w for w in self.windows if w.lo < hi and w.hi > lo]
-
     def is_armed(self, pages) -> np.ndarray:
-        """Whether each page is PROT_NONE, as of the last poll of its window (lazy
-        pages: of their last resolution)."""
-        return self.armed[np.asarray(pages, dtype=np.int64)]
+        """Whether each page is PROT_NONE, as of the last poll (lazy pages: of their
+        last resolution)."""
+        pages = np.asarray(pages, dtype=np.int64)
+        out = self.hf.is_armed(pages)
+        if self.lazy_armed.shape[0]:
+            out |= self.lazy_armed[pages]
+        return out
 
     def arm(self, pages, now: float) -> int:
-        """Make sorted unique `pages` PROT_NONE now (new windows); pages already armed
-        keep their earlier scan time."""
+        """Make sorted unique `pages` PROT_NONE now; pages already armed keep their
+        earlier scan time."""
         pages = np.asarray(pages, dtype=np.int64)
         if len(pages) == 0:
             return 0
         pages = pages[~self.is_armed(pages)]
         if len(pages) == 0:
             return 0
-        self.armed[pages] = True
+        n = len(pages)
         lazy = self.lazy[self.sim.mem.node[pages]]
         if lazy.any():
-            self.lazy_windows.append(_Lazy(pages[lazy], np.full(int(lazy.sum()), float(now))))
+            lp = pages[lazy]
+            self.lazy_armed[lp] = True
+            self.lazy_windows.append(_Lazy(lp, np.full(lp.shape[0], float(now))))
             pages = pages[~lazy]
         if len(pages):
-            w = self.windows[-1] if self.windows else None
-            if w is None or w.t_arm + self.group <= now:
-                hf = _HintFaults(self.sim.source, self.rng, fault_cost=self.fault_cost)
-                w = _Armed(hf, int(pages[0]), int(pages[-1]) + 1, float(now))
-                w.next_poll = now + self.poll_period
-                self.windows.append(w)
-            else:  # same group: new pages search for their first access from now
-                w.lo, w.hi = min(w.lo, int(pages[0])), max(w.hi, int(pages[-1]) + 1)
-            w.hf.arm_fresh(pages, now)
-        n = int(lazy.sum()) + len(pages)
+            self.hf.arm(pages, now)
         self.armed_pages += n
         return n
 
     def disarm_range(self, start: int, end: int) -> None:
         """Pages [start, end) were freed."""
-        for w in self._overlapping(start, end):
-            w.hf.disarm(np.arange(max(start, w.lo), min(end, w.hi), dtype=np.int64))
-        self.windows = [w for w in self.windows if w.hf.armed > 0]
-        self.armed[start:end] = False
+        self.hf.disarm_range(start, end)
+        if not self.lazy_windows:
+            return
+        self.lazy_armed[start:end] = False
         for lw in self.lazy_windows:
             keep = (lw.pages < start) | (lw.pages >= end)
             lw.pages, lw.t_arm = lw.pages[keep], lw.t_arm[keep]
@@ -367,7 +337,7 @@ class NumaScanner(Monitor):
                 q = p[still]
                 touched[still] = sim.source.accessed(q, q + 1, t[still], now, self.rng_lazy)
             gone = ~still | touched
-            self.armed[p[gone]] = False
+            self.lazy_armed[p[gone]] = False
             k = int(touched.sum())
             if k:
                 self.lazy_faults += k
@@ -381,7 +351,7 @@ class NumaScanner(Monitor):
                 keep_windows.append(_Lazy(lw.pages[keep], lw.t_arm[keep]))
         self.lazy_windows = keep_windows
 
-    def _step(self, now: float, out: list) -> None:
+    def _step(self, now: float) -> None:
         sim = self.sim
         mem = sim.mem
         n = mem.npages
@@ -393,8 +363,6 @@ class NumaScanner(Monitor):
             self._end_pass()
         start = self.hand
         end = min(n, start + self.virt_pages)
-        for w in self._overlapping(start, end):
-            self._poll(w, now, out)
         if self.lazy_windows:
             self._resolve_lazy(start, end, now)
         idx, armed, new, end = self._scan_range(start, end)
@@ -446,42 +414,20 @@ class NumaScanner(Monitor):
         return idx, armed, new, end
 
     # -- faults ---------------------------------------------------------------------
-    def _poll(self, w: _Armed, now: float, out: list) -> None:
-        if w.last_poll == now:  # already polled at this tick
-            return
-        w.last_poll = now
-        pages, times, lat = w.hf.poll(now)
-        w.next_poll = now + max(self.poll_period, (now - w.t_arm) / self.backoff)
-        if len(pages):
-            self.armed[pages] = False
-            out.append((pages, times, lat))
-            k = len(pages)
+    def tick(self, now: float):
+        """Hand over every fault up to now (pages, fault times, latencies, by fault
+        time), then run the scan steps due."""
+        pages, times, lat = self.hf.poll(now)
+        k = len(pages)
+        if k:
             self.faults += k
             self._pass["faults"] += k
             self.sim.stall(k * self.fault_cost)
-
-    def tick(self, now: float):
-        """Run the due scan step and poll the due windows; returns (pages, fault times,
-        latencies) sorted by fault time."""
-        out: list = []
         eps = 1e-9 * max(1.0, now)
         while now + eps >= self.next_step:  # every step due since the last tick, now
             due = self.next_step
-            self._step(now, out)
+            self._step(now)
             self.next_step = due + self.period
-        for w in self.windows:
-            if w.next_poll <= now + eps:
-                self._poll(w, now, out)
-        self.windows = [w for w in self.windows if w.hf.armed > 0]
-        if not out:
-            e = np.zeros(0)
-            return np.zeros(0, dtype=np.int64), e, e.copy()
-        pages = np.concatenate([o[0] for o in out])
-        times = np.concatenate([o[1] for o in out])
-        lat = np.concatenate([o[2] for o in out])
-        if len(out) > 1:
-            order = np.argsort(times, kind="stable")
-            pages, times, lat = pages[order], times[order], lat[order]
         return pages, times, lat
 
     def stats(self) -> dict:
