@@ -813,15 +813,18 @@ def test_range_node_counts_and_pages_not_on_read_the_page_map(npages, nranges, s
 @given(st.integers(1, 5000), st.integers(0, 2), st.integers(0, 2**31 - 1))
 def test_pages_by_byte_is_the_stable_argsort_of_the_nodes_pages(npages, node_id, seed):
     """AutoTiering's LAP list: the node's pages stably sorted by lut[byte], as numpy's
-    stable argsort over flatnonzero orders them; a page map that disagrees with its
+    stable argsort over flatnonzero orders them, with the node's pages dense or sparse
+    and map lengths not a multiple of the 8-byte words; a page map that disagrees with its
     block counts is an error, not a short list."""
     rng = np.random.default_rng(seed)
     node = rng.choice(np.array([0, 1, 2, 255], dtype=np.uint8), npages,
                       p=[0.4, 0.3, 0.1, 0.2])
     node[: int(rng.integers(0, npages))] = 1  # long runs off the node: blocks skipped
+    # sparse pages of the node: most 8-byte words of the map hold none (skipped)
+    node[(rng.random(npages) < rng.choice([0.0, 0.9, 0.995])) & (node == node_id)] = 255
     byte = rng.integers(0, 256, npages, dtype=np.uint8)
     lut = rng.integers(0, 18, 256).astype(np.uint8)
-    block = 64
+    block = int(rng.choice([8, 64, 512]))
     blocks = _block_counts(node, block)
     pages = np.flatnonzero(node == node_id)
     want = pages[np.argsort(lut[byte[pages]], kind="stable")]

@@ -1120,22 +1120,52 @@ def _pages_not_on_py(node_map, blocks, starts, ends, nodes, block, pages, of, fi
     return n
 
 
-def _pages_by_byte_py(node_map, blocks, block, node, byte, lut, out):
+def _pages_by_byte_py(node_map, words, blocks, block, node, byte, lut, out):
     # the pages on `node` in address order, stably sorted by lut[byte[p]] into out (a
     # counting sort over 256 keys: one pass counts, one places); only blocks whose
-    # counts hold pages of the node are read; returns how many pages were found
+    # counts hold pages of the node are read, and in them the map as uint64 `words`:
+    # only words holding the node's byte are read byte by byte (a line of eight words
+    # at a time was slower at AutoTiering's density); returns how many pages were found
     n = node_map.shape[0]
     cnt = np.zeros(257, np.int64)
+    lo = np.uint64(0x0101010101010101)
+    hi = np.uint64(0x8080808080808080)
+    pat = np.uint64(node) * lo
+    wpb = block // 8
+    nw = words.shape[0]
     seen = 0
-    for b in range(blocks.shape[0]):
-        if blocks[b, node] == 0:
-            continue
-        for p in range(b * block, min((b + 1) * block, n)):
-            if node_map[p] == node:
-                cnt[lut[byte[p]] + 1] += 1
-                seen += 1
-    if seen != out.shape[0]:
-        return seen
+    for fill in range(2):
+        if fill:
+            if seen != out.shape[0]:
+                return seen
+            for k in range(256):
+                cnt[k + 1] += cnt[k]
+        for b in range(blocks.shape[0]):
+            if blocks[b, node] == 0:
+                continue
+            for w in range(b * wpb, min((b + 1) * wpb, nw)):
+                x = words[w] ^ pat
+                if ((x - lo) & ~x & hi) == 0:  # no byte of the word is the node's
+                    continue
+                for p in range(w * 8, w * 8 + 8):
+                    if node_map[p] == node:
+                        k = lut[byte[p]]
+                        if fill:
+                            out[cnt[k]] = p
+                            cnt[k] += 1
+                        else:
+                            cnt[k + 1] += 1
+                            seen += 1
+            for p in range(max(b * block, nw * 8), min((b + 1) * block, n)):
+                if node_map[p] == node:
+                    k = lut[byte[p]]
+                    if fill:
+                        out[cnt[k]] = p
+                        cnt[k] += 1
+                    else:
+                        cnt[k + 1] += 1
+                        seen += 1
+    return seen
     for k in range(256):
         cnt[k + 1] += cnt[k]
     for b in range(blocks.shape[0]):
@@ -2020,15 +2050,19 @@ def pages_by_byte(node_map, blocks, block: int, node: int, byte, lut,
     """The pages on `node`, ordered by lut[byte[page]] (uint8), equal keys in address
     order: what `np.argsort(lut[byte[p]], kind="stable")` gives over
     `np.flatnonzero(node_map == node)`, in two passes over the blocks holding the
-    node's pages (`blocks`: pages per node per `block` addresses). Written into `buf`
+    node's pages (`blocks`: pages per node per `block` addresses), skipping the
+    map's 8-byte words without the node's byte. Written into `buf`
     (an int64 array, returned as its prefix) when it is large enough: a caller that
     refreshes such a list often saves the page faults of a fresh array each time."""
     total = int(blocks[:, node].sum())
     if buf is None or buf.shape[0] < total:
         buf = np.empty(total, np.int64)
     out = buf[:total]
-    seen = _kernel("pages_by_byte")(node_map, blocks, np.int64(block), np.int64(node), byte,
-                                    np.ascontiguousarray(lut, dtype=np.uint8), out)
+    if block % 8:
+        raise ValueError(f"pages_by_byte: block {block} is not a multiple of 8")
+    words = node_map[: node_map.shape[0] // 8 * 8].view(np.uint64)
+    seen = _kernel("pages_by_byte")(node_map, words, blocks, np.int64(block), np.int64(node),
+                                    byte, np.ascontiguousarray(lut, dtype=np.uint8), out)
     if seen != total:
         raise RuntimeError(f"pages_by_byte: the page map holds {seen} pages of node "
                            f"{node}, its block counts {total}")
