@@ -154,12 +154,13 @@ def cpu_node(machine) -> int:
 # AutoNUMA scanner
 # -----------------------------------------------------------------------------------
 class _Lazy:
-    """PROT_NONE pages of `lazy` nodes: only whether they were touched by the next scan
-    matters (their faults migrate nothing), so no fault time is simulated."""
+    """PROT_NONE pages of `lazy` nodes made so at one time `t_arm`: only whether they
+    were touched by the next scan matters (their faults migrate nothing), so no fault
+    time is simulated. Pages in 4 bytes while they fit, the time once per window."""
 
     __slots__ = ("pages", "t_arm", "lo", "hi")
 
-    def __init__(self, pages, t_arm):
+    def __init__(self, pages, t_arm: float):
         self.pages, self.t_arm = pages, t_arm
         self.lo, self.hi = int(pages[0]), int(pages[-1]) + 1
 
@@ -237,6 +238,7 @@ class NumaScanner(Monitor):
         self.lazy_windows: list[_Lazy] = []
         #: lazy pages made PROT_NONE (the others' bit is the fault generator's flag)
         self.lazy_armed = np.zeros(sim.mem.npages if self.lazy.any() else 0, dtype=bool)
+        self._lazy_dt = np.int32 if sim.mem.npages < 2**31 else np.int64
         self._pass = {"faults": 0, "local": 0, "failed": 0}
         # totals
         self.faults = 0
@@ -301,7 +303,7 @@ class NumaScanner(Monitor):
         if lazy.any():
             lp = pages[lazy]
             self.lazy_armed[lp] = True
-            self.lazy_windows.append(_Lazy(lp, np.full(lp.shape[0], float(now))))
+            self.lazy_windows.append(_Lazy(lp.astype(self._lazy_dt), float(now)))
             pages = pages[~lazy]
         if len(pages):
             self.hf.arm(pages, now)
@@ -315,8 +317,7 @@ class NumaScanner(Monitor):
             return
         self.lazy_armed[start:end] = False
         for lw in self.lazy_windows:
-            keep = (lw.pages < start) | (lw.pages >= end)
-            lw.pages, lw.t_arm = lw.pages[keep], lw.t_arm[keep]
+            lw.pages = lw.pages[(lw.pages < start) | (lw.pages >= end)]
         self.lazy_windows = [_Lazy(lw.pages, lw.t_arm) for lw in self.lazy_windows
                              if len(lw.pages)]
 
@@ -330,12 +331,13 @@ class NumaScanner(Monitor):
                 keep_windows.append(lw)
                 continue
             inr = (lw.pages >= start) & (lw.pages < end)
-            p, t = lw.pages[inr], lw.t_arm[inr]
+            p = lw.pages[inr]
             still = self.lazy[sim.mem.node[p]]
             touched = np.zeros(len(p), dtype=bool)
             if still.any():
-                q = p[still]
-                touched[still] = sim.source.accessed(q, q + 1, t[still], now, self.rng_lazy)
+                q = p[still].astype(np.int64)
+                touched[still] = sim.source.accessed(q, q + 1, np.full(q.shape[0], lw.t_arm),
+                                                     now, self.rng_lazy)
             gone = ~still | touched
             self.lazy_armed[p[gone]] = False
             k = int(touched.sum())
@@ -348,7 +350,7 @@ class NumaScanner(Monitor):
             keep = ~inr
             keep[np.flatnonzero(inr)[~gone]] = True
             if keep.any():
-                keep_windows.append(_Lazy(lw.pages[keep], lw.t_arm[keep]))
+                keep_windows.append(_Lazy(lw.pages[keep], lw.t_arm))
         self.lazy_windows = keep_windows
 
     def _step(self, now: float) -> None:
