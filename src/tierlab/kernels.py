@@ -21,12 +21,13 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   next page is LLVM's count-trailing-zeros (`_llvm_cttz`), and a page's pass-time
   interval is looked up only when the page leaves the previous one (with `set_active`
   below, multi-clock at bench_scale 65.8 -> 54.2 s).
-- `sub_expected`, `below_neg`, `table_min`: the rate model's expected accesses of
+- `sub_expected`, `draw_below`, `table_min`: the rate model's expected accesses of
   single pages whose clear times are few values (kswapd's pass times, Nimble's check
   times, one time for DAMON's and IDT's samples), `AccessedBits.test_since_table`,
-  summed negated for expm1 and compared with the draws in one pass each;
-  `draw_below` takes numpy's expm1 once when the values are all equal (nimble at
-  bench_memsim 11.8 -> 9.2 s with the row kept between pages in `sub_expected`).
+  summed negated and compared with the draws in one pass each (nimble at bench_memsim
+  11.8 -> 9.2 s with the row kept between pages in `sub_expected`); `draw_below`
+  takes expm1 only for the draws that bounds of 1 - exp(-m) leave open (idt at
+  bench_scale spent 11 ns a page in numpy's expm1).
 - `LruLists`, `nimble_inactive`, `nimble_active`: Nimble's lists as a counting sort by
   insertion index and its aging pass in place.
 - `similar_pairs`: IDT's Fisher merge test of neighbours, stopping at the first window
@@ -673,9 +674,57 @@ def _sub_expected_eps_py(lam, pages, which, by_page, w_tab, starts, soff, rate, 
         lam[i] = acc
 
 
-def _below_neg_py(u, x, out):
-    for i in range(u.shape[0]):
-        out[i] = u[i] < -x[i]
+def _draw_below_py(u, lam, out):
+    # out[i] = u[i] < c, c = -expm1(lam[i]) = 1 - exp(-m), m = -lam[i] >= 0 the expected
+    # accesses. One value (a CLOCK hand's chunk): c once. Else bounds lo <= c <= hi
+    # without expm1 (m <= 1: the alternating series m - m^2/2 + m^3/6 - m^4/24 and its
+    # partial sum to m^3/6; m > 1: 1 - 1 / (1 + m + m^2/2 + m^3/6), as e^m exceeds its
+    # series, and 1), each with a 1e-12 relative margin for the rounding of the bounds
+    # and of libm's expm1 (within an ulp): u < lo is a hit, u >= hi a miss, and expm1
+    # is taken only for u between (a share m^4/24 of small m), in a second pass.
+    n = u.shape[0]
+    if n == 0:
+        return
+    x0 = lam[0]
+    same = True
+    for i in range(n):
+        if lam[i] != x0:
+            same = False
+            break
+    if same:
+        c = -math.expm1(x0)
+        for i in range(n):
+            out[i] = u[i] < c
+        return
+    nb = 0
+    for i in range(n):
+        m = -lam[i]
+        m2 = m * m
+        lo_s = m - 0.5 * m2 + m2 * m / 6.0 - m2 * m2 / 24.0
+        hi_s = m - 0.5 * m2 + m2 * m / 6.0
+        lo_l = 1.0 - 1.0 / (1.0 + m + 0.5 * m2 + m2 * m / 6.0)
+        small = m <= 1.0
+        lo = (lo_s if small else lo_l) * (1.0 - 1e-12)
+        hi = (hi_s if small else 1.0) * (1.0 + 1e-12)
+        v = u[i]
+        out[i] = v < lo
+        nb += (v >= lo) & (v < hi)
+    if nb == 0:
+        return
+    px = 1.0  # no lam is positive: the first page in the band takes expm1
+    c = 0.0
+    for i in range(n):
+        if out[i]:
+            continue
+        x = lam[i]
+        m = -x
+        m2 = m * m
+        hi = (m - 0.5 * m2 + m2 * m / 6.0 if m <= 1.0 else 1.0) * (1.0 + 1e-12)
+        if u[i] < hi:
+            if x != px:
+                px = x
+                c = -math.expm1(x)
+            out[i] = u[i] < c
 
 
 def _sorted_find_py(keys, q, pos, hit):
@@ -1597,7 +1646,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "poll_faults": _poll_faults_py, "cal_push": _cal_push_py, "cal_pop": _cal_pop_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
-       "below_neg": _below_neg_py, "sub_expected_eps": _sub_expected_eps_py,
+       "draw_below": _draw_below_py, "sub_expected_eps": _sub_expected_eps_py,
        "first_seen": _first_seen_py, "sorted_find": _sorted_find_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py,
        "set_counts": _set_counts_py, "split_bins": _split_bins_py}
@@ -1714,7 +1763,11 @@ def _fill_ranges_numpy(arr, starts, ends, value):
     arr[range_pages(starts, ends)] = value
 
 
-_NUMPY = {"similar_pairs": _similar_pairs_numpy, "first_seen": _first_seen_numpy,
+def _draw_below_numpy(u, lam, out):
+    np.less(u, -np.expm1(lam), out=out)
+
+
+_NUMPY = {"similar_pairs": _similar_pairs_numpy, "draw_below": _draw_below_numpy, "first_seen": _first_seen_numpy,
           "fill_ranges": _fill_ranges_numpy, "draw_pairs": _draw_pairs_numpy,
           "seen_below": _seen_below_numpy,
           "range_node_counts": _range_node_counts_numpy, "sorted_find": _sorted_find_numpy}
@@ -1756,22 +1809,14 @@ def sub_expected_eps(lam, pages, which, by_page: bool, w_tab, cat, w_a, use_max,
                                 rate, ends, w_a, use_max, whi)
 
 
-def below_neg(u, x, out) -> None:
-    """out[i] = u[i] < -x[i] in one pass (a draw against 1 - exp(-lam), given
-    x = expm1(-lam))."""
-    _kernel("below_neg")(u, x, out)
-
-
 def draw_below(u, lam, out) -> None:
-    """out[i] = u[i] < -expm1(lam[i]) (lam holds minus the expected accesses), with
-    numpy's expm1 taken once when every lam is the same (a CLOCK hand's chunk of
-    65,536 pages is one value at bench_scale): the same function on the same value, so
-    the same bits, without an expm1 per page. Overwrites lam otherwise."""
-    if lam.shape[0] and lam.min() == lam.max():
-        np.less(u, -np.expm1(lam[:1])[0], out=out)
-        return
-    np.expm1(lam, out=lam)
-    below_neg(u, lam, out)
+    """out[i] = u[i] < -expm1(lam[i]) (lam holds minus the expected accesses m): a
+    draw against 1 - exp(-m), compiled, with expm1 once when every value is the same
+    (a CLOCK hand's chunk of 65,536 pages is one value at bench_scale) and otherwise
+    only for the draws that bounds of 1 - exp(-m) without it leave open (a share
+    m^4 / 24 of small m). The same bits as numpy's expm1 (libm's, within an ulp: the
+    bounds keep a 1e-12 relative margin). Leaves lam as it was."""
+    _kernel("draw_below")(u, lam, out)
 
 
 class LruLists:
