@@ -37,6 +37,35 @@ def test_argsort_untied_is_numpys_stable_argsort(keys):
     np.testing.assert_array_equal(k, keys[want])
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(kernels.SMALL, 3000), st.sampled_from(["uniform", "exp", "ties",
+                                                         "lumps", "huge", "tiny"]),
+       st.integers(0, 2**31 - 1))
+def test_argsort_untied_by_buckets_is_numpys_stable_argsort(n, kind, seed):
+    """The bucket sort's sizes: near-uniform keys (its case), skewed ones, many ties
+    and both zeros, lumps that overfill a bucket (it gives up), spans that overflow a
+    double and keys a few ulps apart: always numpy's stable order, and the keys in it."""
+    rng = np.random.default_rng(seed)
+    if kind == "uniform":
+        keys = 3.0 + rng.random(n) * 7.0
+    elif kind == "exp":
+        keys = rng.exponential(size=n)
+    elif kind == "ties":
+        keys = rng.choice([0.0, -0.0, 1.5, 2.0], n)
+    elif kind == "lumps":
+        keys = np.concatenate((rng.random(n // 2) * 1e-6, 1 + rng.random(n - n // 2)))
+    elif kind == "huge":
+        keys = rng.choice([-1.7e308, 1.7e308], n) * rng.random(n)
+    else:
+        keys = 1.0 + rng.integers(0, 50, n) * np.finfo(float).eps
+    keys = keys[rng.permutation(n)]
+    order, k = kernels.argsort_untied(keys)
+    want = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(order, want)
+    np.testing.assert_array_equal(k, keys[want])
+    assert np.array_equal(np.signbit(k), np.signbit(keys[want]))
+
+
 @settings(max_examples=60, deadline=None)
 @given(arrays(np.int64, st.integers(0, 2000), elements=st.integers(-5, 300)))
 def test_unique_counts_is_numpys_unique(a):

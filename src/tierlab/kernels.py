@@ -326,6 +326,56 @@ def _poll_faults_py(pages, works, arm, arm_t, ta, wa, lo, now, flag):
     return p_out, t_out, l_out, True
 
 
+def _argsort_bucket_py(keys, order, out):
+    # the stable argsort of keys into order (and the keys in it into out) by a
+    # bucket sort: one bucket per key over [min, max], filled in index order, then an
+    # insertion sort (strict >: ties keep their order) within each; False (nothing
+    # promised) if a key is not finite or a bucket holds more than BUCKET_CAP keys
+    # (keys far from uniform: insertion would be quadratic)
+    n = keys.shape[0]
+    lo = keys[0]
+    hi = keys[0]
+    for i in range(n):
+        k = keys[i]
+        if not (k - k == 0.0):  # NaN or +-inf
+            return False
+        lo = min(lo, k)
+        hi = max(hi, k)
+    span = hi - lo
+    scale = n / span if span > 0.0 else 0.0
+    if not (span - span == 0.0 and scale - scale == 0.0):  # either overflows
+        return False
+    bk = np.empty(n, np.int32)
+    cnt = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        b = min(int((keys[i] - lo) * scale), n - 1)
+        bk[i] = b
+        cnt[b + 1] += 1
+    for b in range(n):
+        if cnt[b + 1] > BUCKET_CAP:
+            return False
+        cnt[b + 1] += cnt[b]
+    for i in range(n):
+        b = bk[i]
+        order[cnt[b]] = i
+        cnt[b] += 1
+    start = 0
+    for b in range(n):
+        end = cnt[b]
+        for j in range(start + 1, end):
+            oi = order[j]
+            k = keys[oi]
+            m = j - 1
+            while m >= start and keys[order[m]] > k:
+                order[m + 1] = order[m]
+                m -= 1
+            order[m + 1] = oi
+        start = end
+    for j in range(n):
+        out[j] = keys[order[j]]
+    return True
+
+
 def _argsort_stable_py(keys):
     n = keys.shape[0]
     # float64 -> uint64 of the same order (numpy's: -0.0 == 0.0, every NaN last)
@@ -1640,7 +1690,8 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "pages_on_bits": _pages_on_bits_py,
        "list_hist": _list_hist_py, "list_emit": _list_emit_py, "table_min": _table_min_py,
        "nimble_inactive": _nimble_inactive_py, "nimble_active": _nimble_active_py,
-       "argsort_stable": _argsort_stable_py, "merge_sorted": _merge_sorted_py,
+       "argsort_stable": _argsort_stable_py, "argsort_bucket": _argsort_bucket_py,
+       "merge_sorted": _merge_sorted_py,
        "run_event_counts": _run_event_counts_py,
        "times_sorted": _times_sorted_py,
        "poll_faults": _poll_faults_py, "cal_push": _cal_push_py, "cal_pop": _cal_pop_py,
@@ -1653,6 +1704,10 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
 
 #: below this size numpy's own sort is as fast and needs no compiled code
 SMALL = 256
+#: above this size a bucket sort's scatter leaves the cache and is no faster than numpy
+BUCKET_MAX = 1 << 16
+#: a bucket sort gives up when a bucket holds more keys (uniform keys: about 7 at most)
+BUCKET_CAP = 24
 
 
 def argsort_stable(keys) -> np.ndarray:
@@ -1707,14 +1762,22 @@ def by_time(works, ta, wa):
 
 
 def argsort_untied(keys):
-    """(`np.argsort(keys, kind="stable")`, the keys in that order) of float64 keys, by
-    numpy's SIMD quicksort
+    """(`np.argsort(keys, kind="stable")`, the keys in that order) of float64 keys.
+    From SMALL to BUCKET_MAX keys, a bucket sort (`_argsort_bucket_py`; near-uniform
+    keys such as a calendar bucket's fault works or a poll's PEBS sample works: 9-22
+    ns an entry against numpy's 34-45 on the fifteenth session's host), which gives
+    up on far-from-uniform keys; otherwise numpy's SIMD quicksort
     (18-24 ns an entry at 65,536, against 28-36 for the radix sort and more for
     numpy's stable sort): it is not stable, but without equal keys (or NaN) there is
     one sorted order, so its result is the stable one; where the sorted keys show a
     tie, the radix sort (`argsort_stable`) decides. For keys that rarely tie: fault
     works, PEBS sample times."""
     keys = np.ascontiguousarray(keys, dtype=np.float64)
+    n = keys.shape[0]
+    if SMALL <= n <= BUCKET_MAX and _numba():
+        order, k = np.empty(n, np.int64), np.empty(n)
+        if _kernel("argsort_bucket")(keys, order, k):
+            return order, k
     order = np.argsort(keys)
     k = keys[order]
     if k.shape[0] > 1 and (k[-1] != k[-1] or not bool(np.all(k[1:] != k[:-1]))):
