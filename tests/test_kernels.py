@@ -766,9 +766,10 @@ def test_range_movable_and_fill_ranges_are_the_page_list_forms(npages, nranges, 
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 400), st.integers(0, 2**31 - 1))
-def test_draw_pairs_and_seen_below_are_the_numpy_forms(nreg, seed):
+def test_draw_pairs_and_seen_demoted_are_the_numpy_forms(nreg, seed):
     """IDT's sampled pages (the same draws from the generator) and the accessed regions
-    off the top node, as numpy computes them."""
+    off the top node that IDT demoted, with by and dec at their middle pages, as numpy
+    computes them."""
     rng = np.random.default_rng(seed)
     s = np.sort(rng.choice(10_000, nreg, replace=False)).astype(np.int64)
     e = np.minimum(s + rng.integers(1, 300, nreg), np.append(s[1:], 10_000))
@@ -781,8 +782,15 @@ def test_draw_pairs_and_seen_below_are_the_numpy_forms(nreg, seed):
     assert g1.random() == g2.random()
     node = rng.choice(np.array([0, 1, 2, 255], dtype=np.uint8), 10_300)
     acc = rng.random(nreg) < 0.5
-    np.testing.assert_array_equal(kernels.seen_below(acc, s, e, node, 1),
-                                  kernels._seen_below_numpy(acc, s, e, node, 1))
+    by = np.where(rng.random(10_300) < 0.5, 0, rng.integers(1, 4, 10_300)).astype(np.uint8)
+    dec = rng.integers(0, 256, 10_300).astype(np.uint8)
+    got = kernels.seen_demoted(acc, s, e, node, 1, by, dec)
+    mid = (s + e - 1) // 2
+    j = np.flatnonzero(acc & (node[mid] != 1) & (node[mid] != 255) & (by[mid] > 0))
+    for g, w in zip(got, (j, by[mid[j]], dec[mid[j]])):
+        np.testing.assert_array_equal(g, w)
+    for g, w in zip(got, kernels._seen_demoted_numpy(acc, s, e, node, 1, by, dec)):
+        np.testing.assert_array_equal(g, w)
 
 
 @settings(max_examples=60, deadline=None)

@@ -37,8 +37,9 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   written over them, without listing their pages first (IDT at 10x bench_memsim:
   29.9 -> 17.5 s).
 - `sub_expected_eps`: `sub_expected` over every field epoch of a lookup in one pass.
-- `draw_pairs`, `seen_below`: IDT's sampled pages per region and the regions seen off
-  the top node, one pass each per sampling interval.
+- `draw_pairs`, `seen_demoted`: IDT's sampled pages per region and the regions seen
+  off the top node that IDT demoted (with the demoting node and decision), one pass
+  each per sampling interval.
 - `bisect_throughput`: the closed loop's bisection, run at every engine step.
 - `range_node_counts`, `pages_not_on`: counts and pages of address ranges read from the
   page map without expanding them into address arrays (the oracle on the redis trace:
@@ -1158,17 +1159,24 @@ def _draw_pairs_py(u, s, e, out):
             out[k * r + i] = min(p, e[i] - 1)
 
 
-def _seen_below_py(acc, start, end, node_map, top):
+def _seen_demoted_py(acc, start, end, node_map, top, by, dec):
     # IDT._on_sample: the regions accessed whose middle page is allocated off `top`
-    out = np.empty(acc.shape[0], np.int64)
+    # and was demoted by IDT (by > 0), with that page's by and dec
+    r = acc.shape[0]
+    out = np.empty(r, np.int64)
+    ob = np.empty(r, np.uint8)
+    od = np.empty(r, np.uint8)
     n = 0
-    for i in range(acc.shape[0]):
+    for i in range(r):
         if acc[i]:
-            c = node_map[(start[i] + end[i] - 1) // 2]
-            if c != top and c != 255:
+            m = (start[i] + end[i] - 1) // 2
+            c = node_map[m]
+            if c != top and c != 255 and by[m] > 0:
                 out[n] = i
+                ob[n] = by[m]
+                od[n] = dec[m]
                 n += 1
-    return out[:n]
+    return out[:n], ob[:n], od[:n]
 
 
 def _bisect_throughput_py(a, b, c, compute_ns, mlp, threads, x_cap):
@@ -1683,7 +1691,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "move_counts": _move_counts_py,
        "range_movable": _range_movable_py, "fill_ranges": _fill_ranges_py,
        "relocate_ranges": _relocate_ranges_py, "draw_pairs": _draw_pairs_py,
-       "seen_below": _seen_below_py, "range_node_counts": _range_node_counts_py,
+       "seen_demoted": _seen_demoted_py, "range_node_counts": _range_node_counts_py,
        "pages_not_on": _pages_not_on_py, "pages_by_byte": _pages_by_byte_py, "halve_at": _halve_at_py, "pick_pairs": _pick_pairs_py,
        "tier_shares": _tier_shares_py,
        "spend_budgets": _spend_budgets_py, "bisect_throughput": _bisect_throughput_py,
@@ -1811,9 +1819,11 @@ def _draw_pairs_numpy(u, s, e, out):
     out[:] = p.reshape(-1)
 
 
-def _seen_below_numpy(acc, start, end, node_map, top):
-    node = node_map[(start + end - 1) // 2]
-    return np.flatnonzero(acc & (node != top) & (node != 255))
+def _seen_demoted_numpy(acc, start, end, node_map, top, by, dec):
+    mid = (start + end - 1) // 2
+    node = node_map[mid]
+    j = np.flatnonzero(acc & (node != top) & (node != 255) & (by[mid] > 0))
+    return j, by[mid[j]], dec[mid[j]]
 
 
 def _range_node_counts_numpy(node_map, starts, ends, nnodes):
@@ -1832,7 +1842,7 @@ def _draw_below_numpy(u, lam, out):
 
 _NUMPY = {"similar_pairs": _similar_pairs_numpy, "draw_below": _draw_below_numpy, "first_seen": _first_seen_numpy,
           "fill_ranges": _fill_ranges_numpy, "draw_pairs": _draw_pairs_numpy,
-          "seen_below": _seen_below_numpy,
+          "seen_demoted": _seen_demoted_numpy,
           "range_node_counts": _range_node_counts_numpy, "sorted_find": _sorted_find_numpy}
 
 
@@ -2124,10 +2134,11 @@ def draw_pairs(rng, s, e) -> np.ndarray:
     return out
 
 
-def seen_below(acc, start, end, node_map, top: int) -> np.ndarray:
-    """`np.flatnonzero(acc & (node != top) & (node != 255))` with node the page map at
-    each region's middle page, (start + end - 1) // 2, in one pass."""
-    return _kernel("seen_below")(acc, start, end, node_map, np.uint8(top))
+def seen_demoted(acc, start, end, node_map, top: int, by, dec):
+    """(j, by[m], dec[m]) of the regions j accessed (`acc`) whose middle page m =
+    (start + end - 1) // 2 is allocated off `top` and has by[m] > 0 (IDT demoted it),
+    in one pass: the numpy form's gathers of node, by and dec at every middle page."""
+    return _kernel("seen_demoted")(acc, start, end, node_map, np.uint8(top), by, dec)
 
 
 def bisect_throughput(a, b, c, compute_ns: float, mlp: float, threads: float,

@@ -70,7 +70,7 @@ import numpy as np
 
 from ...engine.memory import UNALLOC
 from ...errors import TierlabError
-from ...kernels import fill_ranges, seen_below
+from ...kernels import fill_ranges, seen_demoted
 from ...monitors.base import MONITORS
 from ...monitors.damon import hamming
 from ...monitors.idt_regions import HISTORY_RULES
@@ -271,18 +271,12 @@ class IDT(Policy):
     def _on_sample(self, mon, now: float, acc) -> None:
         regs = mon.regions
         node_map = self.sim.mem.node
-        seen = seen_below(np.asarray(acc, dtype=bool), regs.start, regs.end, node_map,
-                          self.top)
-        if seen.size == 0:
-            return
-        mid = (regs.start[seen] + regs.end[seen] - 1) // 2  # the pages seen_below read
-        by = self.demoted_by[mid]
-        mine = by > 0
-        if mine.any():
-            j = seen[mine]
+        j, by, dec = seen_demoted(np.asarray(acc, dtype=bool), regs.start, regs.end,
+                                  node_map, self.top, self.demoted_by, self.demoted_in)
+        if j.size:
             size = regs.end[j] - regs.start[j]
             self.counts["slow_hit"] += int(size.sum())
-            self._consequence(by[mine], self.demoted_in[mid[mine]], 1, size)
+            self._consequence(by, dec, 1, size)
             j = self._arp_prefix(j, size)
             if j.size:
                 node = node_map[(regs.start + regs.end - 1) // 2]
