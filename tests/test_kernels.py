@@ -972,18 +972,23 @@ def test_tier_shares_is_colloids_numpy_view(nh, clock, down, seed):
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(0, 400), st.integers(1, 400), st.integers(0, 2**31 - 1))
+@given(st.integers(0, 3000), st.integers(1, 400), st.integers(0, 2**31 - 1))
 def test_draw_below_is_the_draw_of_every_page(n, nvals, seed):
-    """The draws against 1 - exp(-lam) with expm1 taken once for equal values and only
-    where bounds leave the draw open are those with expm1 taken per page, bit for bit:
-    one value (the one-value path), many, zeros and both signs of zero."""
+    """The draws against 1 - exp(-lam) with expm1 taken once for equal values, once
+    per run, or by numpy from where the values change too often, are those with expm1
+    taken per page, bit for bit: one value, runs, long runs then changes at every page,
+    zeros and both signs of zero."""
     rng = np.random.default_rng(seed)
     vals = np.concatenate(([0.0, -0.0], -rng.random(nvals) * rng.choice([1e-6, 1.0, 40.0])))
-    if rng.random() < 0.5:  # one value, or only zeros of both signs
+    if rng.random() < 0.4:  # one value, or only zeros of both signs
         lam = rng.choice(vals[:2] if rng.random() < 0.2 else vals[2:3], n)
-    else:
+    elif rng.random() < 0.5:
         m = max(n // int(rng.integers(1, 50)), 1)  # runs
         lam = np.repeat(rng.choice(vals, m), rng.integers(1, 60, m))[:n]
+    else:  # long runs, then values changing at every page (numpy takes over)
+        k = int(rng.integers(0, n + 1))
+        lam = np.concatenate((np.repeat(rng.choice(vals, 4), -(-k // 4))[:k],
+                              rng.choice(vals, n - k)))
     u = rng.random(lam.shape[0])
     want = u < -np.expm1(lam)
     got = np.zeros(lam.shape[0], bool)
@@ -994,23 +999,18 @@ def test_draw_below_is_the_draw_of_every_page(n, nvals, seed):
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 300), st.integers(0, 2**31 - 1))
 def test_draw_below_decides_at_its_edges_as_expm1(n, seed):
-    """Draws placed on 1 - exp(-m) itself, the next doubles either side of it and on
-    the bounds the kernel decides by without expm1 (series for m <= 1, the rational
-    bound above), for m from 1e-300 to 1e3, 1 and inf: the same bits as numpy."""
+    """Draws placed on 1 - exp(-m) itself and the next doubles either side of it, for
+    m from 1e-300 to 1e3, 0, 1 and inf, each value's draws one run (expm1 once a run):
+    the same bits as numpy."""
     rng = np.random.default_rng(seed)
     m = np.concatenate(([0.0, 1.0, np.inf, 1e-300, 2.0],
                         10.0 ** rng.uniform(-300, 3, n)))
     m = m[rng.permutation(m.shape[0])]
     c = -np.expm1(-m)
-    m2 = m * m
-    with np.errstate(invalid="ignore", over="ignore"):  # m = inf: inf - inf
-        lo = np.where(m <= 1, m - m2 / 2 + m2 * m / 6 - m2 * m2 / 24,
-                      1 - 1 / (1 + m + m2 / 2 + m2 * m / 6))
-        hi = np.where(m <= 1, m - m2 / 2 + m2 * m / 6, 1.0)
-    u = np.stack([c, np.nextafter(c, 0), np.nextafter(c, 1), lo, hi,
-                  lo * (1 - 1e-12), hi * (1 + 1e-12), rng.random(m.shape[0])])
-    lam = np.broadcast_to(-m, u.shape).ravel()
-    u = np.clip(u.ravel(), 0.0, np.nextafter(1.0, 0))
+    u = np.concatenate([np.stack([c, np.nextafter(c, 0), np.nextafter(c, 1)]),
+                        rng.random((37, m.shape[0]))])
+    lam = np.broadcast_to(-m, u.shape).T.ravel()  # runs of 40
+    u = np.clip(u.T.ravel(), 0.0, np.nextafter(1.0, 0))
     got = np.zeros(u.shape[0], bool)
     kernels.draw_below(u, lam.copy(), got)
     np.testing.assert_array_equal(got, u < -np.expm1(lam))

@@ -26,8 +26,8 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   times, one time for DAMON's and IDT's samples), `AccessedBits.test_since_table`,
   summed negated and compared with the draws in one pass each (nimble at bench_memsim
   11.8 -> 9.2 s with the row kept between pages in `sub_expected`); `draw_below`
-  takes expm1 only for the draws that bounds of 1 - exp(-m) leave open (idt at
-  bench_scale spent 11 ns a page in numpy's expm1).
+  takes expm1 once per run of equal values (idt at bench_scale spent 11 ns a page
+  in numpy's expm1, on values that change at 0.016% of its pages).
 - `LruLists`, `nimble_inactive`, `nimble_active`: Nimble's lists as a counting sort by
   insertion index and its aging pass in place.
 - `similar_pairs`: IDT's Fisher merge test of neighbours, stopping at the first window
@@ -726,56 +726,27 @@ def _sub_expected_eps_py(lam, pages, which, by_page, w_tab, starts, soff, rate, 
 
 
 def _draw_below_py(u, lam, out):
-    # out[i] = u[i] < c, c = -expm1(lam[i]) = 1 - exp(-m), m = -lam[i] >= 0 the expected
-    # accesses. One value (a CLOCK hand's chunk): c once. Else bounds lo <= c <= hi
-    # without expm1 (m <= 1: the alternating series m - m^2/2 + m^3/6 - m^4/24 and its
-    # partial sum to m^3/6; m > 1: 1 - 1 / (1 + m + m^2/2 + m^3/6), as e^m exceeds its
-    # series, and 1), each with a 1e-12 relative margin for the rounding of the bounds
-    # and of libm's expm1 (within an ulp): u < lo is a hit, u >= hi a miss, and expm1
-    # is taken only for u between (a share m^4/24 of small m), in a second pass.
+    # out[i] = u[i] < c, c = -expm1(lam[i]) = 1 - exp(-m), m = -lam[i] the expected
+    # accesses, with libm's expm1 (numpy's) once per run of equal values; stops where
+    # the values have changed at more than 1/16 of the pages so far (past the first
+    # 256), where numpy's loop over expm1 is the faster, and returns that index (n
+    # when done)
     n = u.shape[0]
-    if n == 0:
-        return
-    x0 = lam[0]
-    same = True
-    for i in range(n):
-        if lam[i] != x0:
-            same = False
-            break
-    if same:
-        c = -math.expm1(x0)
-        for i in range(n):
-            out[i] = u[i] < c
-        return
-    nb = 0
-    for i in range(n):
-        m = -lam[i]
-        m2 = m * m
-        lo_s = m - 0.5 * m2 + m2 * m / 6.0 - m2 * m2 / 24.0
-        hi_s = m - 0.5 * m2 + m2 * m / 6.0
-        lo_l = 1.0 - 1.0 / (1.0 + m + 0.5 * m2 + m2 * m / 6.0)
-        small = m <= 1.0
-        lo = (lo_s if small else lo_l) * (1.0 - 1e-12)
-        hi = (hi_s if small else 1.0) * (1.0 + 1e-12)
-        v = u[i]
-        out[i] = v < lo
-        nb += (v >= lo) & (v < hi)
-    if nb == 0:
-        return
-    px = 1.0  # no lam is positive: the first page in the band takes expm1
-    c = 0.0
-    for i in range(n):
-        if out[i]:
-            continue
+    i = 0
+    runs = 0
+    while i < n:
+        if runs * 16 > i and i >= 256:
+            return i
         x = lam[i]
-        m = -x
-        m2 = m * m
-        hi = (m - 0.5 * m2 + m2 * m / 6.0 if m <= 1.0 else 1.0) * (1.0 + 1e-12)
-        if u[i] < hi:
-            if x != px:
-                px = x
-                c = -math.expm1(x)
-            out[i] = u[i] < c
+        j = i + 1
+        while j < n and lam[j] == x:
+            j += 1
+        c = -math.expm1(x)
+        for k in range(i, j):
+            out[k] = u[k] < c
+        runs += 1
+        i = j
+    return n
 
 
 def _sorted_find_py(keys, q, pos, hit):
@@ -1771,10 +1742,10 @@ def by_time(works, ta, wa):
 
 def argsort_untied(keys):
     """(`np.argsort(keys, kind="stable")`, the keys in that order) of float64 keys.
-    From SMALL to BUCKET_MAX keys, a bucket sort (`_argsort_bucket_py`; near-uniform
-    keys such as a calendar bucket's fault works or a poll's PEBS sample works: 9-22
-    ns an entry against numpy's 34-45 on the fifteenth session's host), which gives
-    up on far-from-uniform keys; otherwise numpy's SIMD quicksort
+    From SMALL to BUCKET_MAX keys, a bucket sort (`_argsort_bucket_py`; for
+    near-uniform keys such as a calendar bucket's fault works or a poll's PEBS sample
+    works, about half numpy's time: benchmarks/bench_sorts.py), which gives up on
+    far-from-uniform keys; otherwise numpy's SIMD quicksort
     (18-24 ns an entry at 65,536, against 28-36 for the radix sort and more for
     numpy's stable sort): it is not stable, but without equal keys (or NaN) there is
     one sorted order, so its result is the stable one; where the sorted keys show a
@@ -1838,6 +1809,7 @@ def _fill_ranges_numpy(arr, starts, ends, value):
 
 def _draw_below_numpy(u, lam, out):
     np.less(u, -np.expm1(lam), out=out)
+    return u.shape[0]
 
 
 _NUMPY = {"similar_pairs": _similar_pairs_numpy, "draw_below": _draw_below_numpy, "first_seen": _first_seen_numpy,
@@ -1883,13 +1855,20 @@ def sub_expected_eps(lam, pages, which, by_page: bool, w_tab, cat, w_a, use_max,
 
 
 def draw_below(u, lam, out) -> None:
-    """out[i] = u[i] < -expm1(lam[i]) (lam holds minus the expected accesses m): a
-    draw against 1 - exp(-m), compiled, with expm1 once when every value is the same
-    (a CLOCK hand's chunk of 65,536 pages is one value at bench_scale) and otherwise
-    only for the draws that bounds of 1 - exp(-m) without it leave open (a share
-    m^4 / 24 of small m). The same bits as numpy's expm1 (libm's, within an ulp: the
-    bounds keep a 1e-12 relative margin). Leaves lam as it was."""
-    _kernel("draw_below")(u, lam, out)
+    """out[i] = u[i] < -expm1(lam[i]) (lam holds minus the expected accesses): a draw
+    against 1 - exp(-m), with expm1 taken once when every value is the same (a CLOCK
+    hand's chunk of 65,536 pages often is) and otherwise once per run of equal values,
+    compiled: the rate model's pages come in such runs (one rate per field segment,
+    one clear time per hand or sample; IDT's samples at bench_scale change value at
+    0.016% of their pages). Where the values change too often, numpy's expm1 takes
+    the rest. The same bits either way (both are libm's expm1). Leaves lam as it was."""
+    n = lam.shape[0]
+    if n and lam[0] == lam[-1] and lam.min() == lam.max():
+        np.less(u, -np.expm1(lam[:1])[0], out=out)
+        return
+    i = int(_kernel("draw_below")(u, lam, out))
+    if i < n:
+        np.less(u[i:], -np.expm1(lam[i:]), out=out[i:])
 
 
 class LruLists:
