@@ -1812,7 +1812,8 @@ def _draw_below_numpy(u, lam, out):
     return u.shape[0]
 
 
-_NUMPY = {"similar_pairs": _similar_pairs_numpy, "draw_below": _draw_below_numpy, "first_seen": _first_seen_numpy,
+_NUMPY = {"similar_pairs": _similar_pairs_numpy, "draw_below": _draw_below_numpy,
+          "first_seen": _first_seen_numpy,
           "fill_ranges": _fill_ranges_numpy, "draw_pairs": _draw_pairs_numpy,
           "seen_demoted": _seen_demoted_numpy,
           "range_node_counts": _range_node_counts_numpy, "sorted_find": _sorted_find_numpy}
