@@ -270,17 +270,14 @@ class IDT(Policy):
     # -- every sampling interval (IDT's monitor) -----------------------------------
     def _on_sample(self, mon, now: float, acc) -> None:
         regs = mon.regions
-        node_map = self.sim.mem.node
         j, by, dec = seen_demoted(np.asarray(acc, dtype=bool), regs.start, regs.end,
-                                  node_map, self.top, self.demoted_by, self.demoted_in)
+                                  self.sim.mem.node, self.top, self.demoted_by,
+                                  self.demoted_in)
         if j.size:
             size = regs.end[j] - regs.start[j]
             self.counts["slow_hit"] += int(size.sum())
             self._consequence(by, dec, 1, size)
-            j = self._arp_prefix(j, size)
-            if j.size:
-                node = node_map[(regs.start + regs.end - 1) // 2]
-                self._arp(j, regs, node.astype(np.int64))
+            self._arp(j, regs)
 
     # -- every aggregation -------------------------------------------------------
     def _on_aggregation(self, mon, now: float) -> None:
@@ -424,19 +421,23 @@ class IDT(Policy):
         done = np.concatenate(all_done) if all_done else np.zeros(0, dtype=np.int64)
         return moved_total, done
 
-    def _arp_prefix(self, arp, sizes) -> np.ndarray:
-        """The regions `_arp` can reach: it stops at the first region larger than the
-        top node's room, and the room only shrinks while it runs (its moves and PRP's
-        go to the top node), so no region from the first one larger than the room now
-        is reached (thousands of candidates a sample at bench_scale, most past it)."""
-        over = np.flatnonzero(sizes > self._room(self.top))
-        return arp[:over[0]] if over.size else arp
-
-    def _arp(self, arp, regs, node) -> None:
+    def _arp(self, arp, regs, node=None) -> None:
         """ARP: promote regions `arp` (IDT demoted them; now seen accessed) whole to the
         top node while it keeps free >= accept_free, charging each to the decision that
-        demoted it; PRP after each."""
-        for j in np.asarray(arp, dtype=np.int64).tolist():
+        demoted it; PRP after each. It stops at the first region larger than the top
+        node's room, and the room only shrinks meanwhile (its moves and PRP's go to the
+        top node), so the candidates from the first one larger than the room now are
+        cut first (thousands a sample at bench_scale, most past it). `node`: each
+        region's node (updated here), read from the page map if not given."""
+        arp = np.asarray(arp, dtype=np.int64)
+        over = np.flatnonzero(regs.end[arp] - regs.start[arp] > self._room(self.top))
+        if over.size:
+            arp = arp[:over[0]]
+        if arp.size == 0:
+            return
+        if node is None:
+            node = self.sim.mem.node[(regs.start + regs.end - 1) // 2].astype(np.int64)
+        for j in arp.tolist():
             size = int(regs.end[j] - regs.start[j])
             if self._room(self.top) < size:
                 break
