@@ -7,8 +7,10 @@ import time
 import numpy as np
 import pytest
 
+from tierlab import kernels
 from tierlab.engine.timeline import Timeline
 from tierlab.field import RateField
+from tierlab.monitors import source as source_mod
 from tierlab.monitors import (LEVEL_SPAN, PTE_CHECK_SECONDS, AccessedBits, ExactSource,
                               HintFaults, PebsSampler, RateSource, poisson_events)
 
@@ -365,15 +367,22 @@ def test_hint_faults_rate_polls_consistent():
 
 
 @pytest.mark.parametrize("horizon", [10.0, 1.5])
-@pytest.mark.parametrize("chunk", [1 << 22, 7])
+@pytest.mark.parametrize("chunk", [1 << 22, 7, "fused"])
 @pytest.mark.parametrize("ordered", [False, True])
 def test_since_table_is_test_since(horizon, chunk, ordered, monkeypatch):
     """Clear times given as a table and an index per page (kswapd's pass times,
     Nimble's check times) give the same bits from the same stream as per-page times:
     across a field change, a stall, the look-back clamp and chunk boundaries, with
     pages in random order or in runs of addresses (the kernels keep a page's field row
-    while the next page stays in it)."""
-    monkeypatch.setattr(RateSource, "TABLE_CHUNK", chunk)
+    while the next page stays in it). "fused": the compiled pass that draws the stream
+    itself (`kernels.draw_accessed`), in blocks of 7 pages; otherwise by chunks."""
+    if chunk == "fused":
+        if not kernels._numba():
+            pytest.skip("the fused pass needs numba")
+        monkeypatch.setattr(kernels, "DRAW_BLOCK", 7)
+    else:
+        monkeypatch.setattr(source_mod, "draw_accessed", lambda *a, **k: False)
+        monkeypatch.setattr(RateSource, "TABLE_CHUNK", chunk)
     rng = np.random.default_rng(11)
     table = np.array([0.0, 0.5, 1.0, 1.5, 2.5, 3.0, 3.5])
     for now in (0.7, 2.0, 3.2, 4.0):
@@ -500,6 +509,59 @@ def test_level_lookup_takes_the_newest_record_of_each_key(seed):
             assert (since[i], isset[i]) == newest[k]
         else:
             assert since[i] == -np.inf and not isset[i]
+
+
+@pytest.mark.parametrize("half", [False, True])
+@pytest.mark.parametrize("blocks", [1, 7, 1024])
+def test_fused_draws_are_the_chunked_ones_and_leave_the_same_stream(half, blocks,
+                                                                    monkeypatch):
+    """`kernels.draw_accessed` draws numpy's PCG64 stream in the kernel: the same bits
+    as `rng.random` with `draw_below` by chunks, and the generator left exactly where
+    they leave it (its state, and half of a 32-bit draw it may hold), so every draw
+    after is the same too."""
+    if not kernels._numba():
+        pytest.skip("the fused pass needs numba")
+    monkeypatch.setattr(kernels, "DRAW_BLOCK", blocks)
+    table = np.array([0.0, 0.5, 1.0, 2.5])
+    runs = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(source_mod, "draw_accessed", lambda *a, **k: False)
+        rng = np.random.default_rng(21)
+        pages = np.sort(rng.integers(0, 2048, 5000))
+        which = rng.integers(0, 4, 5000).astype(np.uint16)
+        bits = AccessedBits(RateSource(simple_timeline()), np.random.default_rng(4))
+        if half:
+            bits.rng.integers(0, 10, dtype=np.int32)  # holds half of a 64-bit output
+        got = [bits.test_since_table(pages, which, table, t) for t in (0.7, 3.2, 4.0)]
+        runs.append((got, bits.rng.bit_generator.state,
+                     bits.rng.integers(0, 2**31, 5, dtype=np.int32), bits.rng.random(3)))
+    (a, sa, ia, ra), (b, sb, ib, rb) = runs
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert any(x.any() and not x.all() for x in a)
+    assert sa == sb
+    np.testing.assert_array_equal(ia, ib)
+    np.testing.assert_array_equal(ra, rb)
+
+
+@pytest.mark.parametrize("m", [1_000_000, 3, 0])
+def test_pcg64_fill_is_numpys_random(m):
+    """The kernels' PCG64 (`_pcg64_fill`: four states stepped from one), compiled,
+    against numpy's `Generator.random`: a million draws, and fewer than one group of
+    four, and the state it leaves."""
+    if not kernels._numba():
+        pytest.skip("needs numba")
+    kernels._kernel("draw_accessed")  # compiles the helpers
+    g = np.random.default_rng(2**63 + 12345)
+    g.random(3)
+    s, inc = g.bit_generator.state["state"]["state"], g.bit_generator.state["state"]["inc"]
+    st = np.array([s >> 64, s & ((1 << 64) - 1)], np.uint64)
+    u = np.full(m + 1, -1.0)
+    kernels._pcg64_fill(st, kernels.pcg64_jump(inc), u, m)
+    np.testing.assert_array_equal(u[:m], g.random(m))
+    assert u[m] == -1.0
+    assert (int(st[0]) << 64) | int(st[1]) == g.bit_generator.state["state"]["state"]
 
 
 @pytest.mark.parametrize("chunk", [1 << 22, 7])

@@ -130,6 +130,8 @@ def _kernel(name):
             g["_cttz"] = _llvm_cttz()
         if jit and g["_bitlen"] is _bitlen_py:
             g["_bitlen"] = _llvm_bitlen()
+        if jit and g["_mulhi"] is _mulhi_py:
+            g["_mulhi"] = _llvm_mulhi()
         for h in _HELPERS:
             if jit and g[h] is g[h + "_py"]:
                 g[h] = (_inline_jit() if h in _INLINE else jit)(g[h + "_py"])
@@ -237,7 +239,8 @@ def _cooled_bin_py(c, pc, clock, max_shift, nbins):
 
 
 _HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
-            "_cal_unlink", "_time_at", "_cooled_bin", "_lap_bytes")
+            "_cal_unlink", "_time_at", "_cooled_bin", "_lap_bytes", "_pcg_step", "_pcg_double", "_pcg64_fill", "_sub_expected",
+            "_sub_expected_eps", "_draw_block")
 #: helpers compiled inline into their callers (`_inline_jit`)
 _INLINE = ("_lap_bytes",)
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
@@ -290,6 +293,72 @@ def _llvm_bitlen():
         return numba.types.int64(numba.types.int64), codegen
 
     return numba.njit(lambda x: 64 - ctlz(x))
+
+
+def _mulhi_py(a, b):
+    # the high 64 bits of the 128-bit product of two uint64
+    return np.uint64((int(a) * int(b)) >> 64)
+
+
+_mulhi = _mulhi_py  # with numba, one 128-bit multiply (`_llvm_mulhi`)
+
+
+def _llvm_mulhi():
+    """`_mulhi` as one LLVM 128-bit multiply (mul/mulx), for `_pcg_step`."""
+    import numba
+    from llvmlite import ir
+    from numba.core.extending import intrinsic
+
+    @intrinsic
+    def mulhi(typingctx, a, b):
+        def codegen(context, builder, sig, args):
+            i128 = ir.IntType(128)
+            p = builder.mul(builder.zext(args[0], i128), builder.zext(args[1], i128))
+            return builder.trunc(builder.lshr(p, ir.Constant(i128, 64)), ir.IntType(64))
+        return numba.types.uint64(numba.types.uint64, numba.types.uint64), codegen
+
+    return numba.njit(lambda a, b: mulhi(a, b))
+
+
+def _pcg_step_py(hi, lo, ahi, alo, chi, clo):
+    # the 128-bit LCG state (hi, lo) times (ahi, alo) plus (chi, clo), modulo 2^128
+    nlo = lo * alo
+    nhi = _mulhi(lo, alo) + lo * ahi + hi * alo
+    slo = nlo + clo
+    return nhi + chi + (np.uint64(1) if slo < nlo else np.uint64(0)), slo
+
+
+def _pcg_double_py(hi, lo):
+    # PCG64's XSL-RR output of state (hi, lo), its top 53 bits as a double in [0, 1)
+    # (numpy's `random()`)
+    x = hi ^ lo
+    r = hi >> np.uint64(58)
+    v = (x >> r) | (x << ((np.uint64(64) - r) & np.uint64(63)))
+    return np.float64(v >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+def _pcg64_fill_py(st, jump, u, m):
+    # u[:m] = the next m doubles of numpy's PCG64 `random()` from state st (high,
+    # low; advanced). jump[k] = (A, C) of k + 1 steps (A = mult^(k+1), C = inc (1 +
+    # mult + ... + mult^k), each as high, low): four states are taken from one, so
+    # four multiplies run side by side instead of one after another
+    hi, lo = st[0], st[1]
+    i = 0
+    while i + 4 <= m:
+        for k in range(4):
+            h, l = _pcg_step(hi, lo, jump[k, 0], jump[k, 1], jump[k, 2], jump[k, 3])
+            u[i + k] = _pcg_double(h, l)
+        hi, lo = h, l
+        i += 4
+    while i < m:
+        hi, lo = _pcg_step(hi, lo, jump[0, 0], jump[0, 1], jump[0, 2], jump[0, 3])
+        u[i] = _pcg_double(hi, lo)
+        i += 1
+    st[0] = hi
+    st[1] = lo
+
+
+_pcg_step, _pcg_double, _pcg64_fill = _pcg_step_py, _pcg_double_py, _pcg64_fill_py
 
 
 def _poll_faults_py(pages, works, arm, arm_t, ta, wa, lo, now, flag):
@@ -747,6 +816,54 @@ def _draw_below_py(u, lam, out):
         runs += 1
         i = j
     return n
+
+
+
+_sub_expected, _sub_expected_eps = _sub_expected_py, _sub_expected_eps_py  # helpers too
+
+
+def _draw_block_py(lam, u, m, st, jump, out, s, prev, c):
+    # out[s + i] = u_i < c for the m values lam[:m], u_i the next doubles of the
+    # PCG64 stream st (`_pcg64_fill`, into u) and c = -expm1(lam[i]) taken once per
+    # run of equal values (prev: the value c belongs to); returns (prev, c)
+    _pcg64_fill(st, jump, u, m)
+    for i in range(m):
+        x = lam[i]
+        if x != prev:
+            c = -math.expm1(x)
+            prev = x
+        out[s + i] = u[i] < c
+    return prev, c
+
+
+_draw_block = _draw_block_py  # a helper (`_HELPERS`)
+
+
+def _draw_accessed_py(out, pages, which, by_page, w_tab, starts, rate, ends, w_a,
+                      use_max, whi, st, jump, lam, u):
+    # `_sub_expected` (init) into lam by blocks of lam's size, each block then drawn
+    # by `_draw_block`: RateSource.accessed_table's chunks (one epoch) in one pass
+    n = pages.shape[0]
+    b = lam.shape[0]
+    prev, c = np.nan, 0.0
+    for s in range(0, n, b):
+        m = min(b, n - s)
+        _sub_expected(lam[:m], pages[s:s + m], which if by_page else which[s:s + m],
+                      by_page, w_tab, starts, rate, ends, w_a, use_max, whi, True)
+        prev, c = _draw_block(lam, u, m, st, jump, out, s, prev, c)
+
+
+def _draw_accessed_eps_py(out, pages, which, by_page, w_tab, starts, soff, rate, ends,
+                          w_a, use_max, whi, st, jump, lam, u):
+    # `_draw_accessed` for several epochs (`_sub_expected_eps`)
+    n = pages.shape[0]
+    b = lam.shape[0]
+    prev, c = np.nan, 0.0
+    for s in range(0, n, b):
+        m = min(b, n - s)
+        _sub_expected_eps(lam[:m], pages[s:s + m], which if by_page else which[s:s + m],
+                          by_page, w_tab, starts, soff, rate, ends, w_a, use_max, whi)
+        prev, c = _draw_block(lam, u, m, st, jump, out, s, prev, c)
 
 
 def _sorted_find_py(keys, q, pos, hit):
@@ -1677,6 +1794,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "draw_below": _draw_below_py, "sub_expected_eps": _sub_expected_eps_py,
+       "draw_accessed": _draw_accessed_py, "draw_accessed_eps": _draw_accessed_eps_py,
        "first_seen": _first_seen_py, "sorted_find": _sorted_find_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py,
        "set_counts": _set_counts_py, "split_bins": _split_bins_py}
@@ -1870,6 +1988,65 @@ def draw_below(u, lam, out) -> None:
     i = int(_kernel("draw_below")(u, lam, out))
     if i < n:
         np.less(u[i:], -np.expm1(lam[i:]), out=out[i:])
+
+
+#: pages per block of `draw_accessed`'s expected accesses (within the L1 cache)
+DRAW_BLOCK = 1024
+
+
+#: PCG_DEFAULT_MULTIPLIER_128, numpy's PCG64 step's multiplier
+PCG_MULT = 0x2360ED051FC65DA44385DF649FCCF645
+_M64, _M128 = (1 << 64) - 1, (1 << 128) - 1
+_pcg_jumps = {}
+
+
+def pcg64_jump(inc: int) -> np.ndarray:
+    """`_pcg64_fill`'s table for a PCG64 stream of increment inc: row k holds A =
+    PCG_MULT^(k+1) and C = inc (1 + PCG_MULT + ... + PCG_MULT^k) modulo 2^128 (k + 1
+    steps of the LCG from one state), each as (high, low) uint64."""
+    t = _pcg_jumps.get(inc)
+    if t is None:
+        rows, a, c = [], 1, 0
+        for _ in range(4):
+            a, c = a * PCG_MULT & _M128, (c * PCG_MULT + inc) & _M128
+            rows.append([a >> 64, a & _M64, c >> 64, c & _M64])
+        t = _pcg_jumps[inc] = np.array(rows, np.uint64)
+    return t
+
+
+def draw_accessed(out, rng, pages, which, by_page: bool, w_tab, one=None, cat=None,
+                  per_ep=None) -> bool:
+    """`RateSource.accessed_table`'s chunks in one compiled pass: out[i] = u_i < 1 -
+    exp(-m_i), m_i page i's expected accesses (`sub_expected` with `one` = (starts,
+    rate, ends, w_a, use_max, whi) of one epoch, or `sub_expected_eps` with `cat` and
+    `per_ep` of several), u_i the next double of rng's stream, drawn in the kernel as
+    numpy's PCG64 `random()` draws it (`_pcg64_fill`) and the stream's state put back
+    after: the same bits and the same stream as `rng.random` and `draw_below` by
+    chunks, by blocks of DRAW_BLOCK pages held in the cache instead of two arrays of n
+    doubles. False (nothing drawn) without numba or where rng's bit generator is not
+    PCG64 (the caller draws by chunks)."""
+    bg = rng.bit_generator
+    if not _numba() or type(bg) is not np.random.PCG64:
+        return False
+    n = pages.shape[0]
+    if n == 0:
+        return True
+    state = bg.state
+    s, inc = state["state"]["state"], state["state"]["inc"]
+    st = np.array([s >> 64, s & _M64], np.uint64)
+    b = min(DRAW_BLOCK, n)
+    bufs = (pcg64_jump(inc), np.empty(b), np.empty(b))
+    if one is not None:
+        starts, rate, ends, w_a, use_max, whi = one
+        _kernel("draw_accessed")(out, pages, which, bool(by_page), w_tab, starts, rate,
+                                 ends, float(w_a), bool(use_max), float(whi), st, *bufs)
+    else:
+        starts, soff, rate, ends = cat
+        _kernel("draw_accessed_eps")(out, pages, which, bool(by_page), w_tab, starts,
+                                     soff, rate, ends, *per_ep, st, *bufs)
+    state["state"]["state"] = (int(st[0]) << 64) | int(st[1])
+    bg.state = state
+    return True
 
 
 class LruLists:

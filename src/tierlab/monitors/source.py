@@ -46,8 +46,8 @@ import numpy as np
 
 from ..engine.timeline import Timeline
 from ..field import RateField
-from ..kernels import (argsort_untied, by_time, draw_below, spend_budgets, sub_expected,
-                       sub_expected_eps, table_min)
+from ..kernels import (argsort_untied, by_time, draw_accessed, draw_below, spend_budgets,
+                       sub_expected, sub_expected_eps, table_min)
 
 _KINDS = ("read", "write", "all")
 
@@ -292,6 +292,14 @@ class RateSource(AccessSource):
             cat = self._concat(tuple(e[0] for e in eps))
             per_ep = (np.array([e[1] for e in eps]), np.array([e[2] for e in eps]),
                       np.array([e[3] for e in eps]))
+        if len(eps) == 1:
+            tab, w_a, use_max, whi = eps[0]
+            if draw_accessed(out, rng, pages, which, by_page, w_tab,
+                             one=(tab.starts, tab.rate["all"], tab.E, w_a, use_max, whi)):
+                return out
+        elif eps and draw_accessed(out, rng, pages, which, by_page, w_tab, cat=cat,
+                                   per_ep=per_ep):
+            return out
         step = min(self.TABLE_CHUNK, n)
         # reused: no fresh pages per chunk
         lam_buf, u_buf = np.empty(step), np.empty(step)
