@@ -100,7 +100,7 @@ def _numba():
     if _jit is None:
         try:
             import numba
-            _jit = numba.njit(cache=True, nogil=True)
+            _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
         except ImportError:
             _jit = False
     return _jit
@@ -114,7 +114,7 @@ def _inline_jit():
     8-byte word, `_lap_bytes` left `pages_by_byte` half again as slow as with its loop
     written out)."""
     import numba
-    return numba.njit(cache=True, nogil=True, inline="always")
+    return numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
 
 
 def _kernel(name):
@@ -242,7 +242,8 @@ _HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
             "_cal_unlink", "_time_at", "_cooled_bin", "_lap_bytes", "_pcg_step", "_pcg_double", "_pcg64_fill", "_sub_expected",
             "_sub_expected_eps", "_draw_block")
 #: helpers compiled inline into their callers (`_inline_jit`)
-_INLINE = ("_lap_bytes",)
+_INLINE = ("_lap_bytes", "_time_at", "_cooled_bin", "_pcg_step", "_pcg_double", "_upper",
+           "_lower")
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
 _time_at, _cooled_bin = _time_at_py, _cooled_bin_py
 
@@ -363,13 +364,19 @@ _pcg_step, _pcg_double, _pcg64_fill = _pcg_step_py, _pcg_double_py, _pcg64_fill_
 
 def _poll_faults_py(pages, works, arm, arm_t, ta, wa, lo, now, flag):
     # Timeline.time_at_work of each work (searching from breakpoint lo when the work is
-    # above it, which finds the same segment), at least its arm time, at most now
+    # above it, which finds the same segment; from the previous work's breakpoint,
+    # walking up, when the works ascend: a poll's works are a few ascending runs, and
+    # a bisection's branches mispredict), at least its arm time, at most now
     n = works.shape[0]
     nb = wa.shape[0]
     times = np.empty(n)
+    i = 0
     for q in range(n):
         w = works[q]
-        if nb >= 2 and w > wa[lo]:
+        if q > 0 and w >= works[q - 1]:
+            while i < nb and wa[i] < w:
+                i += 1
+        elif nb >= 2 and w > wa[lo]:
             i = _lower(wa, w, lo, nb)
         else:
             i = _lower(wa, w, 0, nb)
