@@ -846,30 +846,24 @@ def _draw_block_py(lam, u, m, st, jump, out, s, prev, c):
 _draw_block = _draw_block_py  # a helper (`_HELPERS`)
 
 
-def _draw_accessed_py(out, pages, which, by_page, w_tab, starts, rate, ends, w_a,
-                      use_max, whi, st, jump, lam, u):
-    # `_sub_expected` (init) into lam by blocks of lam's size, each block then drawn
-    # by `_draw_block`: RateSource.accessed_table's chunks (one epoch) in one pass
+def _draw_accessed_py(out, pages, which, by_page, w_tab, starts, soff, rate, ends, w_a,
+                      use_max, whi, multi, st, jump, lam, u):
+    # the expected accesses into lam by blocks of lam's size (`_sub_expected` of one
+    # epoch, with w_a, use_max and whi its first entries; given multi,
+    # `_sub_expected_eps` of several, tables concatenated at soff), each block then
+    # drawn by `_draw_block`: RateSource.accessed_table's chunks in one pass
     n = pages.shape[0]
     b = lam.shape[0]
     prev, c = np.nan, 0.0
     for s in range(0, n, b):
         m = min(b, n - s)
-        _sub_expected(lam[:m], pages[s:s + m], which if by_page else which[s:s + m],
-                      by_page, w_tab, starts, rate, ends, w_a, use_max, whi, True)
-        prev, c = _draw_block(lam, u, m, st, jump, out, s, prev, c)
-
-
-def _draw_accessed_eps_py(out, pages, which, by_page, w_tab, starts, soff, rate, ends,
-                          w_a, use_max, whi, st, jump, lam, u):
-    # `_draw_accessed` for several epochs (`_sub_expected_eps`)
-    n = pages.shape[0]
-    b = lam.shape[0]
-    prev, c = np.nan, 0.0
-    for s in range(0, n, b):
-        m = min(b, n - s)
-        _sub_expected_eps(lam[:m], pages[s:s + m], which if by_page else which[s:s + m],
-                          by_page, w_tab, starts, soff, rate, ends, w_a, use_max, whi)
+        ws = which if by_page else which[s:s + m]
+        if multi:
+            _sub_expected_eps(lam[:m], pages[s:s + m], ws, by_page, w_tab, starts, soff,
+                              rate, ends, w_a, use_max, whi)
+        else:
+            _sub_expected(lam[:m], pages[s:s + m], ws, by_page, w_tab, starts, rate, ends,
+                          w_a[0], use_max[0], whi[0], True)
         prev, c = _draw_block(lam, u, m, st, jump, out, s, prev, c)
 
 
@@ -1801,7 +1795,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "draw_below": _draw_below_py, "sub_expected_eps": _sub_expected_eps_py,
-       "draw_accessed": _draw_accessed_py, "draw_accessed_eps": _draw_accessed_eps_py,
+       "draw_accessed": _draw_accessed_py,
        "first_seen": _first_seen_py, "sorted_find": _sorted_find_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py,
        "set_counts": _set_counts_py, "split_bins": _split_bins_py}
@@ -2045,12 +2039,13 @@ def draw_accessed(out, rng, pages, which, by_page: bool, w_tab, one=None, cat=No
     bufs = (pcg64_jump(inc), np.empty(b), np.empty(b))
     if one is not None:
         starts, rate, ends, w_a, use_max, whi = one
-        _kernel("draw_accessed")(out, pages, which, bool(by_page), w_tab, starts, rate,
-                                 ends, float(w_a), bool(use_max), float(whi), st, *bufs)
+        soff = np.zeros(2, np.int64)
+        per_ep = (np.array([w_a], float), np.array([use_max], bool),
+                  np.array([whi], float))
     else:
         starts, soff, rate, ends = cat
-        _kernel("draw_accessed_eps")(out, pages, which, bool(by_page), w_tab, starts,
-                                     soff, rate, ends, *per_ep, st, *bufs)
+    _kernel("draw_accessed")(out, pages, which, bool(by_page), w_tab, starts, soff, rate,
+                             ends, *per_ep, one is None, st, *bufs)
     state["state"]["state"] = (int(st[0]) << 64) | int(st[1])
     bg.state = state
     return True
