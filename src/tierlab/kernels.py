@@ -239,8 +239,9 @@ def _cooled_bin_py(c, pc, clock, max_shift, nbins):
 
 
 _HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
-            "_cal_unlink", "_time_at", "_cooled_bin", "_lap_bytes", "_pcg_step", "_pcg_double", "_pcg64_fill", "_sub_expected",
-            "_sub_expected_eps", "_draw_block")
+            "_cal_unlink", "_time_at", "_cooled_bin", "_lap_bytes", "_pcg_step",
+            "_pcg_double", "_pcg64_fill", "_sub_expected", "_sub_expected_eps",
+            "_draw_block")
 #: helpers compiled inline into their callers (`_inline_jit`)
 _INLINE = ("_lap_bytes", "_time_at", "_cooled_bin", "_pcg_step", "_pcg_double", "_upper",
            "_lower")
@@ -347,9 +348,9 @@ def _pcg64_fill_py(st, jump, u, m):
     i = 0
     while i + 4 <= m:
         for k in range(4):
-            h, l = _pcg_step(hi, lo, jump[k, 0], jump[k, 1], jump[k, 2], jump[k, 3])
-            u[i + k] = _pcg_double(h, l)
-        hi, lo = h, l
+            nh, nl = _pcg_step(hi, lo, jump[k, 0], jump[k, 1], jump[k, 2], jump[k, 3])
+            u[i + k] = _pcg_double(nh, nl)
+        hi, lo = nh, nl
         i += 4
     while i < m:
         hi, lo = _pcg_step(hi, lo, jump[0, 0], jump[0, 1], jump[0, 2], jump[0, 3])

@@ -264,9 +264,11 @@ class RateSource(AccessSource):
         """`accessed(pages, pages + 1, since_tab[which], t1, rng)` for start times that
         are few distinct values (`since_tab`, indexed by `which`, or with `by_page` by
         `which[pages]`, an array over all pages): W(t0) is looked up
-        once per value, the expected accesses summed by a compiled pass
-        (`kernels.sub_expected`) and the draws taken in chunks of the same stream, so
-        the result is the same bits with O(chunk) temporaries. `tmin`: the earliest
+        once per value, the expected accesses summed and drawn against in one
+        compiled pass that draws the generator's PCG64 stream itself
+        (`kernels.draw_accessed`), or, for another generator or without numba, summed
+        by a compiled pass (`kernels.sub_expected`) and drawn in chunks of the same
+        stream: the same bits either way, with O(chunk) temporaries. `tmin`: the earliest
         start time of these pages, min(since_tab[which]), if the caller knows it."""
         pages = np.asarray(pages)
         which = np.asarray(which)
