@@ -266,6 +266,50 @@ def test_default_reclaim_is_lru_and_spares_hot_pages():
     assert sim.stats.migration_cpu_seconds > 0
 
 
+@pytest.mark.parametrize("policy", ["autonuma-tiering", "tpp", "multi-clock"])
+@pytest.mark.parametrize("block", [1024, 7])
+def test_fused_reclaim_sweep_is_scan_then_set_active(policy, block, monkeypatch):
+    """kswapd's reclaim through `LRU.sweep`'s one compiled pass (`kernels.lru_sweep`:
+    the hand, the accessed-bit draws and the list changes by blocks, resumed mid-word
+    when a block fills) leaves the same run as `scan` then `_set_active`: the same
+    record, page map, LRU flags, counts, hands and pass times, and the same stream
+    after, across field changes (several epochs per draw), growth and frees."""
+    from tierlab import kernels
+    if not kernels._numba():
+        pytest.skip("the fused pass needs numba")
+    monkeypatch.setattr(kernels, "DRAW_BLOCK", block)
+    wl = HotCold(n=3000, hot=300, phases=4, grow=400, free_first=200, work=2e8)
+    runs, fused = [], [0]
+    real = kernels.lru_sweep
+
+    def counted(*a, **k):
+        fused[0] += 1
+        return real(*a, **k)
+
+    for patch in (counted, lambda *a, **k: None):
+        monkeypatch.setattr(kernels, "lru_sweep", patch)
+        sim = Simulation(small_machine(dram_pages=900, slow_pages=3000, tiers=4), wl,
+                         POLICIES.create(policy), ALLOCS.create("dram-preferred"), seed=2)
+        rec = sim.run()
+        rec.pop("wall_seconds")
+        check_invariants(sim)
+        lru = sim.lru
+        runs.append((rec, sim.mem.node.copy(), lru.flags.copy(), lru.nr_active.copy(),
+                     lru.active_bits().copy(), dict(lru._hand), lru.scanned,
+                     {k: np.concatenate((p.bounds, p.times)) for k, p in lru._passes.items()},
+                     sim.bits.rng.random(4)))
+    assert fused[0] > 10 and runs[0][6] > 0
+    (rec_a, *a), (rec_b, *b) = runs
+    assert rec_a == rec_b
+    for x, y in zip(a, b):
+        if isinstance(x, dict):
+            assert x.keys() == y.keys()
+            for k in x:
+                np.testing.assert_array_equal(x[k], y[k])
+        else:
+            np.testing.assert_array_equal(x, y)
+
+
 def test_pass_times_interval_map_matches_dense():
     from tierlab.engine.memory import PassTimes
     rng = np.random.default_rng(0)

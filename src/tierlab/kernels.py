@@ -241,7 +241,7 @@ def _cooled_bin_py(c, pc, clock, max_shift, nbins):
 _HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
             "_cal_unlink", "_time_at", "_cooled_bin", "_lap_bytes", "_pcg_step",
             "_pcg_double", "_pcg64_fill", "_sub_expected", "_sub_expected_eps",
-            "_draw_block")
+            "_draw_block", "_draw_pages", "_walk_init", "_walk")
 #: helpers compiled inline into their callers (`_inline_jit`)
 _INLINE = ("_lap_bytes", "_time_at", "_cooled_bin", "_pcg_step", "_pcg_double", "_upper",
            "_lower")
@@ -847,25 +847,37 @@ def _draw_block_py(lam, u, m, st, jump, out, s, prev, c):
 _draw_block = _draw_block_py  # a helper (`_HELPERS`)
 
 
+def _draw_pages_py(lam, u, pages, which, by_page, w_tab, starts, soff, rate, ends, w_a,
+                   use_max, whi, multi, st, jump, out, s, prev, c):
+    # out[s + i] for the m = len(pages) pages (m <= len(lam)): their expected accesses
+    # into lam (`_sub_expected` of one epoch, with w_a, use_max and whi its first
+    # entries; given multi, `_sub_expected_eps` of several, tables concatenated at
+    # soff), drawn by `_draw_block`; returns its (prev, c)
+    m = pages.shape[0]
+    if multi:
+        _sub_expected_eps(lam[:m], pages, which, by_page, w_tab, starts, soff, rate, ends,
+                          w_a, use_max, whi)
+    else:
+        _sub_expected(lam[:m], pages, which, by_page, w_tab, starts, rate, ends, w_a[0],
+                      use_max[0], whi[0], True)
+    return _draw_block(lam, u, m, st, jump, out, s, prev, c)
+
+
+_draw_pages = _draw_pages_py  # a helper (`_HELPERS`)
+
+
 def _draw_accessed_py(out, pages, which, by_page, w_tab, starts, soff, rate, ends, w_a,
                       use_max, whi, multi, st, jump, lam, u):
-    # the expected accesses into lam by blocks of lam's size (`_sub_expected` of one
-    # epoch, with w_a, use_max and whi its first entries; given multi,
-    # `_sub_expected_eps` of several, tables concatenated at soff), each block then
-    # drawn by `_draw_block`: RateSource.accessed_table's chunks in one pass
+    # RateSource.accessed_table's chunks in one pass: `_draw_pages` by blocks of lam's
+    # size
     n = pages.shape[0]
     b = lam.shape[0]
     prev, c = np.nan, 0.0
     for s in range(0, n, b):
         m = min(b, n - s)
-        ws = which if by_page else which[s:s + m]
-        if multi:
-            _sub_expected_eps(lam[:m], pages[s:s + m], ws, by_page, w_tab, starts, soff,
-                              rate, ends, w_a, use_max, whi)
-        else:
-            _sub_expected(lam[:m], pages[s:s + m], ws, by_page, w_tab, starts, rate, ends,
-                          w_a[0], use_max[0], whi[0], True)
-        prev, c = _draw_block(lam, u, m, st, jump, out, s, prev, c)
+        prev, c = _draw_pages(lam, u, pages[s:s + m], which if by_page else which[s:s + m],
+                              by_page, w_tab, starts, soff, rate, ends, w_a, use_max, whi,
+                              multi, st, jump, out, s, prev, c)
 
 
 def _sorted_find_py(keys, q, pos, hit):
@@ -1617,28 +1629,49 @@ def _bits_set_py(row, pages, value):
             row[p >> 6] &= ~(one << np.uint64(p & 63))
 
 
-def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, sel,
-                      sel_on, use_sel, bounds, times, use_bounds):
-    # with use_bounds also each page's interval of `bounds` (`PassTimes.index`:
-    # searchsorted(bounds, a, "right") - 1, clipped, by a forward walk over the ascending
-    # pages, bisecting where the hand wraps) and the least of their `times`
-    out = np.empty(min(limit, npages), np.int64)
-    which = np.empty(out.shape[0] if use_bounds else 0, np.int64)
+def _walk_init_py(start, limit, npages, s, tm):
+    # `_walk`'s state for a hand from `start`: [pos, end, i, scanned, chunk, n, j, nxt,
+    # prev, last, open, q, done]; tm[0] the least pass time met
+    s[0] = start % max(npages, 1)
+    s[1] = 0
+    s[2] = 0
+    s[3] = 0
+    s[4] = max(4 * limit, 4096)
+    s[5] = 0
+    s[6] = 0
+    s[7] = np.iinfo(np.int64).max
+    s[8] = -1
+    s[9] = -1
+    s[10] = 0
+    s[11] = 0
+    s[12] = 0
+    tm[0] = np.inf
+
+
+def _walk_py(row, npages, limit, flags, mask, value, use_flags, sel, sel_on, use_sel,
+             bounds, times, use_bounds, out, which, s, tm):
+    # the hand of `pages_on_bits` (its state in s, tm: `_walk_init`), resumable: the
+    # next hits into out (and their intervals into which) until out is full or the
+    # hand is done (s[12]); returns how many. A full buffer stops at the next hit's
+    # address, where the next call reloads its word: the caller may change the
+    # bitmaps' bits of the pages handed out meanwhile, none of those ahead
+    pos, end, i, scanned, chunk, n = s[0], s[1], s[2], s[3], s[4], s[5]
+    j, nxt, prev, last, opened, q = s[6], s[7], s[8], s[9], s[10], s[11]
+    tmin = tm[0]
     m = bounds.shape[0]
-    last = m - 2
-    j = 0
-    q = 0
+    lastb = m - 2
     big = np.iinfo(np.int64).max
-    nxt = big  # the first address past page a's interval
-    prev = -1
-    tmin = np.inf
-    chunk = max(4 * limit, 4096)
-    n = 0
-    pos = start % max(npages, 1)
-    scanned = 0
-    while n < limit and scanned < npages:
-        end = min(pos + chunk, npages, pos + npages - scanned)
-        i = pos
+    cap = out.shape[0]
+    k = 0
+    full = False
+    while True:
+        if not opened:
+            if n >= limit or scanned >= npages:
+                s[12] = 1
+                break
+            end = min(pos + chunk, npages, pos + npages - scanned)
+            i = pos
+            opened = 1
         stop = False
         while i < end:
             w = i >> 6
@@ -1653,10 +1686,14 @@ def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, 
                 a = i + np.int64(_cttz(word))
                 if not use_flags or (flags[a] & mask) == value:
                     if n == limit:  # a hit past the limit: the window ends after the last
-                        end = out[n - 1] + 1
+                        end = last + 1
                         stop = True
                         break
-                    out[n] = a
+                    if k == cap:  # resumed here
+                        i = a
+                        full = True
+                        break
+                    out[k] = a
                     if use_bounds:
                         if a < prev or n == 0 or a >= nxt:  # another interval
                             if a < prev or n == 0:
@@ -1664,21 +1701,93 @@ def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, 
                             else:
                                 while j + 1 < m and bounds[j + 1] <= a:
                                     j += 1
-                            q = min(max(j, 0), last)
+                            q = min(max(j, 0), lastb)
                             nxt = bounds[j + 1] if j + 1 < m else big
                             if times[q] < tmin:
                                 tmin = times[q]
                         prev = a
-                        which[n] = q
+                        which[k] = q
+                    k += 1
                     n += 1
+                    last = a
                 word &= word - np.uint64(1)
-            if stop:
+            if stop or full:
                 break
             i = wend
+        if full:
+            break
         scanned += end - pos
         pos = end % npages
         chunk = min(2 * chunk, 1 << 22)
-    return out[:n], pos, scanned, which[:n], tmin
+        opened = 0
+    s[0], s[1], s[2], s[3], s[4], s[5] = pos, end, i, scanned, chunk, n
+    s[6], s[7], s[8], s[9], s[10], s[11] = j, nxt, prev, last, opened, q
+    tm[0] = tmin
+    return k
+
+
+_walk_init, _walk = _walk_init_py, _walk_py  # helpers (`_HELPERS`)
+
+
+def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, sel,
+                      sel_on, use_sel, bounds, times, use_bounds):
+    # with use_bounds also each page's interval of `bounds` (`PassTimes.index`:
+    # searchsorted(bounds, a, "right") - 1, clipped, by a forward walk over the ascending
+    # pages, bisecting where the hand wraps) and the least of their `times`: the hand
+    # (`_walk`) in one call, into a buffer that holds every hit
+    out = np.empty(min(limit, npages), np.int64)
+    which = np.empty(out.shape[0] if use_bounds else 0, np.int64)
+    s = np.empty(13, np.int64)
+    tm = np.empty(1)
+    _walk_init(start, limit, npages, s, tm)
+    n = _walk(row, npages, limit, flags, mask, value, use_flags, sel, sel_on, use_sel,
+              bounds, times, use_bounds, out, which, s, tm)
+    return out[:n], s[0], s[3], which[:n], tm[0]
+
+
+def _lru_sweep_py(row, npages, start, limit, sel, sel_on, bounds, times, w_tab, starts,
+                  soff, rate, ends, w_a, use_max, whi, multi, st, jump, pages, which, lam,
+                  u, ref, flags, node_map, on, active, setbits, keep, nr_active, sel_val,
+                  cold, res):
+    # a CLOCK hand's pass and what reclaim makes of it (`LRU.sweep`), by blocks of
+    # `pages`' size: the hand (`_walk`, over the node's pages whose bit in `sel` is
+    # sel_on), each page's accessed bit since the hand's last pass (`_draw_pages`, as
+    # `_draw_accessed` draws them), then the pages whose bit is sel_val and whose ACTIVE
+    # differs from `on` changed as `_set_active` changes them (flags, count, their bit
+    # in sel, which is the ACTIVE bitmap), the others listed into cold while it has
+    # room. res: [hand position, addresses scanned, pages, pages whose bit is sel_val,
+    # pages listed]
+    s = np.empty(13, np.int64)
+    tm = np.empty(1)
+    _walk_init(start, limit, npages, s, tm)
+    one = np.uint64(1)
+    nf = np.zeros(1, np.uint8)
+    prev, c = np.nan, 0.0
+    nsel = 0
+    ncold = 0
+    while s[12] == 0:
+        k = _walk(row, npages, limit, nf, np.uint8(0), np.uint8(0), False, sel, sel_on,
+                  True, bounds, times, True, pages, which, s, tm)
+        if k == 0:
+            continue
+        prev, c = _draw_pages(lam, u, pages[:k], which[:k], False, w_tab, starts, soff,
+                              rate, ends, w_a, use_max, whi, multi, st, jump, ref, 0, prev,
+                              c)
+        for i in range(k):
+            p = pages[i]
+            if ref[i] == sel_val:
+                nsel += 1
+                f = flags[p]
+                d = node_map[p]
+                if (((f & active) != 0) != on) and d != 255:
+                    flags[p] = (f | setbits) & keep
+                    nr_active[d] += 1 if on else -1
+                    b = one << np.uint64(p & 63)
+                    sel[p >> 6] = (sel[p >> 6] | b) if on else (sel[p >> 6] & ~b)
+            elif ncold < cold.shape[0]:
+                cold[ncold] = p
+                ncold += 1
+    res[0], res[1], res[2], res[3], res[4] = s[0], s[3], s[5], nsel, ncold
 
 
 def _cooled_bins_py(cnt, pclk, clock, max_shift, nbins):
@@ -1796,7 +1905,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "draw_below": _draw_below_py, "sub_expected_eps": _sub_expected_eps_py,
-       "draw_accessed": _draw_accessed_py,
+       "draw_accessed": _draw_accessed_py, "lru_sweep": _lru_sweep_py,
        "first_seen": _first_seen_py, "sorted_find": _sorted_find_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py,
        "set_counts": _set_counts_py, "split_bins": _split_bins_py}
@@ -2016,40 +2125,72 @@ def pcg64_jump(inc: int) -> np.ndarray:
     return t
 
 
-def draw_accessed(out, rng, pages, which, by_page: bool, w_tab, one=None, cat=None,
-                  per_ep=None) -> bool:
-    """`RateSource.accessed_table`'s chunks in one compiled pass: out[i] = u_i < 1 -
-    exp(-m_i), m_i page i's expected accesses (`sub_expected` with `one` = (starts,
-    rate, ends, w_a, use_max, whi) of one epoch, or `sub_expected_eps` with `cat` and
-    `per_ep` of several), u_i the next double of rng's stream, drawn in the kernel as
-    numpy's PCG64 `random()` draws it (`_pcg64_fill`) and the stream's state put back
-    after: the same bits and the same stream as `rng.random` and `draw_below` by
-    chunks, by blocks of DRAW_BLOCK pages held in the cache instead of two arrays of n
-    doubles. False (nothing drawn) without numba or where rng's bit generator is not
-    PCG64 (the caller draws by chunks)."""
+def _pcg_take(rng):
+    """rng's PCG64 state as the kernels step it ((high, low) uint64 and `pcg64_jump`'s
+    table) with what `_pcg_put` needs to put it back; None without numba or where the
+    bit generator is not PCG64."""
     bg = rng.bit_generator
     if not _numba() or type(bg) is not np.random.PCG64:
+        return None
+    state = bg.state
+    s, inc = state["state"]["state"], state["state"]["inc"]
+    return bg, state, np.array([s >> 64, s & _M64], np.uint64), pcg64_jump(inc)
+
+
+def _pcg_put(bg, state, st, _jump) -> None:
+    """Put back the state `_pcg_take` took, as the kernels left it in st."""
+    state["state"]["state"] = (int(st[0]) << 64) | int(st[1])
+    bg.state = state
+
+
+def draw_accessed(out, rng, pages, which, by_page: bool, w_tab, tables) -> bool:
+    """`RateSource.accessed_table`'s chunks in one compiled pass: out[i] = u_i < 1 -
+    exp(-m_i), m_i page i's expected accesses (`sub_expected`, or `sub_expected_eps`
+    where `tables` (`RateSource.draw_tables`: starts, offsets, rates, ends, w_a,
+    use_max, whi, several) holds several epochs), u_i the next double of rng's stream,
+    drawn in the kernel as numpy's PCG64 `random()` draws it (`_pcg64_fill`) and the
+    stream's state put back after: the same bits and the same stream as `rng.random`
+    and `draw_below` by chunks, by blocks of DRAW_BLOCK pages held in the cache instead
+    of two arrays of n doubles. False (nothing drawn) without numba or where rng's bit
+    generator is not PCG64 (the caller draws by chunks)."""
+    pcg = _pcg_take(rng)
+    if pcg is None:
         return False
     n = pages.shape[0]
     if n == 0:
         return True
-    state = bg.state
-    s, inc = state["state"]["state"], state["state"]["inc"]
-    st = np.array([s >> 64, s & _M64], np.uint64)
     b = min(DRAW_BLOCK, n)
-    bufs = (pcg64_jump(inc), np.empty(b), np.empty(b))
-    if one is not None:
-        starts, rate, ends, w_a, use_max, whi = one
-        soff = np.zeros(2, np.int64)
-        per_ep = (np.array([w_a], float), np.array([use_max], bool),
-                  np.array([whi], float))
-    else:
-        starts, soff, rate, ends = cat
-    _kernel("draw_accessed")(out, pages, which, bool(by_page), w_tab, starts, soff, rate,
-                             ends, *per_ep, one is None, st, *bufs)
-    state["state"]["state"] = (int(st[0]) << 64) | int(st[1])
-    bg.state = state
+    _kernel("draw_accessed")(out, pages, which, bool(by_page), w_tab, *tables, pcg[2],
+                             pcg[3], np.empty(b), np.empty(b))
+    _pcg_put(*pcg)
     return True
+
+
+def lru_sweep(nodebits, node: int, start: int, limit: int, sel, sel_on: bool, passes,
+              w_tab, tables, rng, flags, node_map, on: bool, active: int, setbits: int,
+              keep: int, nr_active, sel_val: bool, cold_max: int):
+    """A CLOCK hand's pass over `node`'s pages whose bit in the ACTIVE bitmap `sel` is
+    sel_on, from `start` (`NodeBits.pages_on` with a hand's `passes`), each page's
+    accessed bit since the hand last passed it drawn as `draw_accessed` draws it
+    (w_tab: W of each pass time, `tables`: the epochs'), and `set_active` (the pages
+    whose bit is sel_val) applied as it goes, by blocks of DRAW_BLOCK pages: `LRU.sweep`
+    in one pass, without an array of the pages. Returns (hand position, addresses
+    scanned, pages, pages whose bit is sel_val, the first cold_max others), or None
+    without numba or PCG64 (the caller scans, draws and sets apart)."""
+    pcg = _pcg_take(rng)
+    if pcg is None:
+        return None
+    b = DRAW_BLOCK
+    res = np.zeros(5, np.int64)
+    cold = np.empty(max(int(cold_max), 0), np.int64)
+    _kernel("lru_sweep")(nodebits.bits[node], nodebits.npages, int(start), int(limit), sel,
+                         bool(sel_on), passes.bounds, passes.times, w_tab, *tables,
+                         pcg[2], pcg[3], np.empty(b, np.int64), np.empty(b, np.int64),
+                         np.empty(b), np.empty(b), np.empty(b, np.bool_), flags, node_map,
+                         bool(on), np.uint8(active), np.uint8(setbits), np.uint8(keep),
+                         nr_active, bool(sel_val), cold, res)
+    _pcg_put(*pcg)
+    return int(res[0]), int(res[1]), int(res[2]), int(res[3]), cold[:res[4]]
 
 
 class LruLists:

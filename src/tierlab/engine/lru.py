@@ -140,14 +140,52 @@ class LRU:
         passes = self._passes[key]
         pages, hand, scanned, (which, tmin) = sim.mem.pages_on(
             node, start, n, sel=self.active_bits(), sel_on=active, passes=passes)
-        self._hand[key] = hand
         cpu0 = sim.bits.cpu_seconds
         ref = sim.bits.test_since_table(pages, which, passes.times, sim.now, tmin=tmin)
-        passes.set_swept(start, scanned, sim.now)
+        self._passed(key, start, hand, scanned, len(pages), cpu0)
+        return pages, ref
+
+    def _passed(self, key, start: int, hand: int, scanned: int, npg: int,
+                cpu0: float) -> None:
+        """A hand's pass is over: its position, its pass time over the addresses it
+        swept, and kswapd's CPU for them and for the accessed-bit checks (those the
+        bits have counted since cpu0)."""
+        sim = self.sim
+        self._hand[key] = hand
+        self._passes[key].set_swept(start, scanned, sim.now)
         sim.charge_cpu(scanned * sim.costs.reclaim_scan_s + sim.bits.cpu_seconds - cpu0,
                        kind="migration")
-        self.scanned += len(pages)
-        return pages, ref
+        self.scanned += npg
+
+    def sweep(self, node: int, active: bool, n: int, cold_max: int = 0):
+        """`scan` of one list and what reclaim makes of it: on the active list the idle
+        pages deactivated, on the inactive list the referenced pages activated and the
+        first `cold_max` idle ones listed (shrink_active_list, shrink_inactive_list).
+        Returns (pages scanned, pages deactivated or activated as `_set_active` counts
+        them, the idle pages listed). On a rate source with numpy's PCG64 stream, one
+        compiled pass (`kernels.lru_sweep`) with the same pages, bits, stream and
+        charges as scan and `_set_active` one after the other, which it falls back to."""
+        sim = self.sim
+        key = (node, int(active))
+        passes = self._passes[key]
+        on = not active
+        draws = sim.bits.table_draws(passes.times, sim.now, float(passes.times.min()))
+        if draws is not None:
+            start = self._hand.get(key, 0)
+            cpu0 = sim.bits.cpu_seconds
+            keep = ~np.uint8(REFERENCED) if on else ~np.uint8(ACTIVE | PROMOTE | REFERENCED)
+            got = kernels.lru_sweep(sim.mem.node_bits(), node, start, n, self.active_bits(),
+                                    active, passes, *draws, sim.bits.rng, self.flags,
+                                    sim.mem.node, on, ACTIVE, ACTIVE if on else 0, keep,
+                                    self.nr_active, on, cold_max)
+            if got is not None:
+                hand, scanned, npg, nsel, cold = got
+                sim.bits.charge(2 * npg)
+                self._passed(key, start, hand, scanned, npg, cpu0)
+                return npg, nsel, cold
+        pages, ref = self.scan(node, active, n)
+        nsel = self._set_active(pages, on, sel=ref, sel_val=on)
+        return len(pages), nsel, pages[~ref][:cold_max]
 
     def _ratio(self, node: int) -> int:
         # the list size in full-scale GB: a miniature keeps the full-scale ratio
@@ -179,21 +217,19 @@ class LRU:
                 # shrink_active_list refills the inactive list towards its target size
                 deficit = self.inactive_deficit(node)
                 want = max(asize, deficit) if grow else max(n - got, deficit, 32)
-                pages, ref = self.scan(node, True, want)
-                idle = self._set_active(pages, False, sel=ref, sel_val=False)
-                looked += len(pages)
+                npg, idle, _ = self.sweep(node, True, want)
+                looked += npg
                 if grow and idle < asize // 2:
                     asize *= 2
                 if self.nr_inactive(node) == 0:
-                    if len(pages) == 0:
+                    if npg == 0:
                         break
                     continue
-            pages, ref = self.scan(node, False, size if grow else max(2 * (n - got), 64))
-            looked += len(pages)
-            if len(pages) == 0:
+            npg, _, cold = self.sweep(node, False, size if grow else max(2 * (n - got), 64),
+                                      n - got)
+            looked += npg
+            if npg == 0:
                 continue
-            self._set_active(pages, True, sel=ref)
-            cold = pages[~ref][: n - got]
             victims.append(cold)
             got += len(cold)
             if grow and 2 * len(cold) < size // 2:

@@ -125,6 +125,12 @@ class Memory:
                                        flags, mask, nr, starts, ends, dst, room, field,
                                        rank, epoch, stamp)
 
+    def node_bits(self) -> kernels.NodeBits:
+        """The page map as one bitmap per node (built at the first call, then kept)."""
+        if self._bits is None:
+            self._bits = kernels.NodeBits(self.node, self.machine.nnodes)
+        return self._bits
+
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
                  value: int = 0, sel=None, sel_on: bool = True, passes=None):
         """Up to `limit` pages on `node` (and, given `flags`, with flags & mask ==
@@ -136,10 +142,8 @@ class Memory:
         (`kernels.NodeBits`: 64 addresses per word, only the node's pages looked at).
         Given `passes` (a hand's `PassTimes`), a fourth item: (`passes.index(pages)`, the
         least of those pass times), found in the same pass."""
-        if self._bits is None:
-            self._bits = kernels.NodeBits(self.node, self.machine.nnodes)
-        return self._bits.pages_on(node, start, limit, flags, mask, value, sel, sel_on,
-                                   passes)
+        return self.node_bits().pages_on(node, start, limit, flags, mask, value, sel,
+                                         sel_on, passes)
 
     # -- counts over address ranges, from the blocks ------------------------------------
     def _cumulative(self) -> np.ndarray:

@@ -371,6 +371,19 @@ class AccessedBits:
         return self.source.accessed(a, a + 1, tab[which[a] if by_page else which], now,
                                     self.rng)
 
+    def table_draws(self, table, now: float, tmin: float):
+        """What `test_since_table` would draw with on a rate source, for a caller that
+        draws in a compiled pass of its own (`kernels.lru_sweep`): the source's
+        `draw_tables` for clear times `table` (the least of them at or after `tmin`)
+        clamped to the look-back, as test_since_table clamps them; None on another
+        source, or where the source has none (the caller calls test_since_table).
+        The caller charges the checks (`charge`: two a page)."""
+        if not hasattr(self.source, "draw_tables"):
+            return None
+        lb = self._lookback(self._level(0), now)
+        return self.source.draw_tables(np.maximum(np.asarray(table, dtype=float), lb),
+                                       max(float(tmin), float(lb)), now)
+
     def clear_all(self, level: int, now: float, entries: int | None = None) -> None:
         """Clear every entry of a level (a full scan). Charged `entries` checks, by
         default one per entry over the address space (ceil(npages / span))."""

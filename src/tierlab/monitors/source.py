@@ -259,6 +259,35 @@ class RateSource(AccessSource):
     #: with 2^16; the draws are the same stream in any chunking)
     TABLE_CHUNK = 1 << 16
 
+    def draw_tables(self, since_tab, tmin: float, t1: float):
+        """What the compiled draws (`kernels.draw_accessed`, `kernels.lru_sweep`) take
+        for pages whose start times are `since_tab`'s values, the least of them at or
+        after `tmin`, up to t1: (W of each start time, (starts, offsets, rates, ends,
+        W(epoch start), use it, W(epoch end), several epochs)) for the field epochs
+        from the one holding tmin on (the earlier ones end before every start); None
+        where no epoch begins before t1. An earlier tmin adds epochs that add nothing
+        (each page's work in them is max(W(end) - W(t0), 0) = 0): the same bits."""
+        tl = self.timeline
+        starts = tl.epoch_start
+        eps = []  # (tables, W(epoch start), use it, W(end)) as `_epochs` finds them
+        for k in range(max(bisect.bisect_right(starts, tmin) - 1, 0), len(starts)):
+            a = starts[k]
+            b = starts[k + 1] if k + 1 < len(starts) else np.inf
+            if a >= t1:
+                break
+            eps.append((self._tab(tl.fields[k]), float(tl.work_at(a)), a > tmin,
+                        float(tl.work_at(min(t1, b)))))
+        if not eps:
+            return None
+        w_tab = np.asarray(tl.work_at(np.asarray(since_tab, dtype=float)), dtype=float)
+        per_ep = (np.array([e[1] for e in eps]), np.array([e[2] for e in eps]),
+                  np.array([e[3] for e in eps]))
+        if len(eps) == 1:
+            t = eps[0][0]
+            return w_tab, (t.starts, np.zeros(2, np.int64), t.rate["all"], t.E, *per_ep,
+                           False)
+        return w_tab, (*self._concat(tuple(e[0] for e in eps)), *per_ep, True)
+
     def accessed_table(self, pages, which, since_tab, t1, rng, by_page=False,
                        tmin=None) -> np.ndarray:
         """`accessed(pages, pages + 1, since_tab[which], t1, rng)` for start times that
@@ -279,46 +308,24 @@ class RateSource(AccessSource):
         since_tab = np.asarray(since_tab, dtype=float)
         if tmin is None:
             tmin = table_min(pages, which, by_page, since_tab)
-        tl = self.timeline
-        w_tab = np.asarray(tl.work_at(since_tab), dtype=float)
-        starts = tl.epoch_start
-        eps = []  # (tables, W(epoch start), use it, W(end)) as `_epochs` finds them
-        for k in range(max(bisect.bisect_right(starts, tmin) - 1, 0), len(starts)):
-            a = starts[k]  # from the epoch holding tmin (the earlier ones end before it)
-            b = starts[k + 1] if k + 1 < len(starts) else np.inf
-            if a >= t1:
-                break
-            eps.append((self._tab(tl.fields[k]), float(tl.work_at(a)), a > tmin,
-                        float(tl.work_at(min(t1, b)))))
-        if len(eps) > 1:
-            cat = self._concat(tuple(e[0] for e in eps))
-            per_ep = (np.array([e[1] for e in eps]), np.array([e[2] for e in eps]),
-                      np.array([e[3] for e in eps]))
-        if len(eps) == 1:
-            tab, w_a, use_max, whi = eps[0]
-            if draw_accessed(out, rng, pages, which, by_page, w_tab,
-                             one=(tab.starts, tab.rate["all"], tab.E, w_a, use_max, whi)):
-                return out
-        elif eps and draw_accessed(out, rng, pages, which, by_page, w_tab, cat=cat,
-                                   per_ep=per_ep):
+        got = self.draw_tables(since_tab, tmin, t1)
+        if got is not None and draw_accessed(out, rng, pages, which, by_page, *got):
             return out
         step = min(self.TABLE_CHUNK, n)
         # reused: no fresh pages per chunk
         lam_buf, u_buf = np.empty(step), np.empty(step)
         for c in range(0, n, step):
             lam, u = lam_buf[:min(step, n - c)], u_buf[:min(step, n - c)]
-            if not eps:
+            ws = which if by_page else which[c:c + step]
+            if got is None:
                 lam[:] = 0.0
-            if len(eps) == 1:  # -lam, summed negated
-                tab, w_a, use_max, whi = eps[0]
-                sub_expected(lam, pages[c:c + step],
-                             which if by_page else which[c:c + step], by_page, w_tab,
-                             tab.starts, tab.rate["all"], tab.E, w_a, use_max, whi,
-                             init=True)
-            elif eps:  # every epoch in one pass
-                sub_expected_eps(lam, pages[c:c + step],
-                                 which if by_page else which[c:c + step], by_page, w_tab,
-                                 cat, *per_ep)
+            elif not got[1][-1]:  # one epoch: -lam, summed negated
+                starts, _, rate, ends, w_a, use_max, whi, _ = got[1]
+                sub_expected(lam, pages[c:c + step], ws, by_page, got[0], starts, rate,
+                             ends, w_a[0], use_max[0], whi[0], init=True)
+            else:  # every epoch in one pass
+                sub_expected_eps(lam, pages[c:c + step], ws, by_page, got[0], got[1][:4],
+                                 *got[1][4:7])
             rng.random(out=u)
             draw_below(u, lam, out[c:c + step])  # u < -expm1(-lam) = 1 - exp(-lam)
         return out
