@@ -1149,18 +1149,34 @@ def test_scan_arm_is_the_numpy_scan_step(seed, a, b):
 @given(st.integers(0, 2**32 - 1), st.integers(0, 200))
 def test_lru_mark_is_is_active_then_mark_accessed(seed, k):
     """A fault's LRU marks in one pass: which pages were active, and of the others the
-    referenced ones listed for activation and the rest made referenced, as numpy's
-    `is_active` then `mark_accessed` make them."""
+    referenced ones activated and the rest made referenced, as the marks one page
+    after another and then `set_active` of the listed pages make them: flags, counts
+    and ACTIVE bitmap, with pages listed more than once and pages not allocated."""
+    from tierlab.kernels import PageBits
     rng = np.random.default_rng(seed)
     flags = rng.integers(0, 8, 300).astype(np.uint8)
-    pages = rng.permutation(300)[:k].astype(np.int64)
-    act_ref = (flags[pages] & 1) != 0
-    rest = pages[~act_ref]
-    second_ref = rest[(flags[rest] & 2) != 0]
-    want = flags.copy()
-    first = rest[(flags[rest] & 2) == 0]
-    want[first] |= 2
-    act, second = kernels.lru_mark(flags, pages, 1, 2)
-    np.testing.assert_array_equal(act, act_ref)
-    np.testing.assert_array_equal(second, second_ref)
+    node_map = rng.choice(np.array([0, 1, 2, 255], np.uint8), 300)
+    pages = (rng.permutation(300)[:k] if seed % 2 else rng.integers(0, 300, k)).astype(
+        np.int64)
+    want, nr_want = flags.copy(), np.zeros(4, np.int64)
+    act_want, listed = [], []
+    for p in pages:  # lru_mark as it was: the marks in order, activations listed
+        act_want.append(bool(want[p] & 1))
+        if not want[p] & 1:
+            if want[p] & 2:
+                listed.append(p)
+            else:
+                want[p] |= 2
+    listed = np.array(listed, np.int64)
+    sel = listed[((want[listed] & 1) == 0) & (node_map[listed] != 255)]  # read before
+    want[sel] = (want[sel] | 1) & ~np.uint8(2)
+    np.add.at(nr_want, node_map[sel], 1)
+    bits_want = PageBits((flags & 1) != 0)
+    bits_want.set(sel, True)
+    nr = np.zeros(4, np.int64)
+    bits = PageBits((flags & 1) != 0)
+    act = kernels.lru_mark(flags, pages, 1, 2, node_map, nr, bits.words)
+    np.testing.assert_array_equal(act, np.array(act_want, bool))
     np.testing.assert_array_equal(flags, want)
+    np.testing.assert_array_equal(nr, nr_want)
+    np.testing.assert_array_equal(bits.words, bits_want.words)

@@ -12,7 +12,7 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   past the current bucket of fault work wait unsorted in a calendar queue, so only the
   faults a run reaches are sorted (tpp at 10x bench_memsim: 66 -> 35-40 s).
 - `scan_arm`, `lru_mark`: a NUMA scan step's range armed, and a hint fault's LRU marks
-  (TPP, NOMAD), one pass each where numpy made several.
+  with their activations (TPP, NOMAD), one pass each where numpy made several.
 - `poll_faults`: a hint-fault poll's times (W^-1), order and latencies in one pass,
   ordering by merging the batches' sorted runs instead of a radix sort (autonuma at 100
   simulated s of bench_scale: 22.9-24.9 -> 18.2-20.8 s).
@@ -77,6 +77,9 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   fault works) by its SIMD quicksort, the stable sort only where keys tie; `by_time`:
   PEBS samples in time order from their works' sort and one walk over the timeline's
   breakpoints.
+- `draw_accessed`, `lru_sweep`: accessed-bit draws drawing numpy's PCG64 stream in the
+  kernel; and kswapd's sweep of one list (the hand, the draws and the list changes)
+  in one pass, by blocks that stay in the cache.
 
 numba compiles each kernel at first use and caches the machine code beside this file
 (`cache=True`), so only the first run on a machine pays the compile (about a second a
@@ -702,24 +705,38 @@ def _scan_arm_py(node, start, end, skip, flag, unalloc, out):
     return walked, k
 
 
-def _lru_mark_py(flags, pages, active, referenced, act, second):
-    # act[i]: pages[i] active; the inactive ones marked accessed: referenced ones
-    # listed in second (to be activated by the caller), the others made referenced;
-    # returns how many were listed
+def _lru_mark_py(flags, pages, active, referenced, tmp, act, done, node_map, nr_active,
+                 row, use_row):
+    # act[i]: pages[i] active; the inactive ones marked accessed: the referenced ones
+    # activated as `_set_active` activates them after the marks (those allocated: ACTIVE
+    # set, REFERENCED cleared, their node's count +1 and their bit in row), the others
+    # made referenced. A page activated here carries `tmp` until the end, so that a
+    # later listing of it reads as inactive and counts again, as it did when the
+    # activations came after the loop (`set_active` counts a page listed twice twice)
+    one = np.uint64(1)
     k = 0
     for i in range(pages.shape[0]):
         p = pages[i]
         f = flags[p]
-        if f & active:
+        if (f & active) and not (f & tmp):
             act[i] = True
-        else:
-            act[i] = False
-            if f & referenced:
-                second[k] = p
+            continue
+        act[i] = False
+        if f & tmp:
+            nr_active[node_map[p]] += 1
+        elif f & referenced:
+            d = node_map[p]
+            if d != 255:
+                flags[p] = (f | active | tmp) & ~referenced
+                nr_active[d] += 1
+                if use_row:
+                    row[p >> 6] |= one << np.uint64(p & 63)
+                done[k] = p
                 k += 1
-            else:
-                flags[p] = f | referenced
-    return k
+        else:
+            flags[p] = f | referenced
+    for j in range(k):
+        flags[done[j]] &= ~tmp
 
 
 def _cal_pop_py(j, bsz, pw, pp, pa, nxt, head, tail, fill, cnt, free, nfree, ow, op, oa):
@@ -2371,14 +2388,17 @@ def set_active(flags, node_map, pages, on: bool, active: int, setbits: int, keep
                                      bool(sel_val)))
 
 
-def lru_mark(flags, pages, active: int, referenced: int):
-    """`LRU.mark_faulted` in one pass: which pages are active, and of the others those
-    already referenced (to activate; the rest are made referenced here)."""
+def lru_mark(flags, pages, active: int, referenced: int, node_map, nr_active, row):
+    """`LRU.mark_faulted` in one pass: which pages are active; of the others the
+    referenced ones activated (as `set_active` activates them: the allocated ones, with
+    their node's count in nr_active and their bit in `row`, or None) and the rest made
+    referenced. The flag bit 0x80 (free) is borrowed during the call."""
     act = np.empty(pages.shape[0], np.bool_)
-    second = np.empty(pages.shape[0], np.int64)
-    k = _kernel("lru_mark")(flags, pages, np.uint8(active), np.uint8(referenced), act,
-                            second)
-    return act, second[:k]
+    use = row is not None
+    _kernel("lru_mark")(flags, pages, np.uint8(active), np.uint8(referenced), np.uint8(0x80),
+                        act, np.empty(pages.shape[0], np.int64), node_map, nr_active,
+                        row if use else np.zeros(1, np.uint64), use)
+    return act
 
 
 def disjoint_ranges(starts, ends) -> bool:

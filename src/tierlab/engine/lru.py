@@ -99,12 +99,12 @@ class LRU:
 
     def mark_faulted(self, pages) -> np.ndarray:
         """`is_active(pages)`, then `mark_accessed` of the inactive ones (a hint fault
-        on a page TPP does not promote), in one pass over `pages` (no page twice);
+        on a page TPP does not promote), in one compiled pass over `pages`
+        (`kernels.lru_mark`, which activates the referenced ones as `activate` does);
         returns which were active."""
-        act, second = kernels.lru_mark(self.flags, np.asarray(pages, dtype=np.int64),
-                                       ACTIVE, REFERENCED)
-        self.activate(second)
-        return act
+        return kernels.lru_mark(self.flags, np.asarray(pages, dtype=np.int64), ACTIVE,
+                                REFERENCED, self.sim.mem.node, self.nr_active,
+                                None if self._active is None else self._active.words)
 
     # -- engine hooks ---------------------------------------------------------------
     def on_alloc(self, start: int, end: int) -> None:
