@@ -32,6 +32,12 @@ REFERENCED = 2
 PROMOTE = 4  #: MULTI-CLOCK's promote list (a slow-tier page referenced while active)
 
 
+def _keep(on: bool) -> np.uint8:
+    """The flags a page keeps when ACTIVE is set (REFERENCED cleared) or cleared
+    (REFERENCED and PROMOTE cleared too)."""
+    return ~np.uint8(REFERENCED) if on else ~np.uint8(ACTIVE | PROMOTE | REFERENCED)
+
+
 class LRU:
     """Active/inactive lists of every node; `sim.lru` of every simulation."""
 
@@ -59,10 +65,9 @@ class LRU:
         allocated pages that differ (given `sel`: of pages[sel == sel_val]), with the
         active counts and bitmap: one compiled pass (`kernels.set_active`). Returns
         the number of pages considered."""
-        keep = ~np.uint8(REFERENCED) if on else ~np.uint8(ACTIVE | PROMOTE | REFERENCED)
         return kernels.set_active(self.flags, self.sim.mem.node,
                                   np.asarray(pages, dtype=np.int64), on, ACTIVE,
-                                  ACTIVE if on else 0, keep, self.nr_active,
+                                  ACTIVE if on else 0, _keep(on), self.nr_active,
                                   None if self._active is None else self._active.words,
                                   sel, sel_val)
 
@@ -173,10 +178,9 @@ class LRU:
         if draws is not None:
             start = self._hand.get(key, 0)
             cpu0 = sim.bits.cpu_seconds
-            keep = ~np.uint8(REFERENCED) if on else ~np.uint8(ACTIVE | PROMOTE | REFERENCED)
             got = kernels.lru_sweep(sim.mem.node_bits(), node, start, n, self.active_bits(),
                                     active, passes, *draws, sim.bits.rng, self.flags,
-                                    sim.mem.node, on, ACTIVE, ACTIVE if on else 0, keep,
+                                    sim.mem.node, on, ACTIVE, ACTIVE if on else 0, _keep(on),
                                     self.nr_active, on, cold_max)
             if got is not None:
                 hand, scanned, npg, nsel, cold = got
