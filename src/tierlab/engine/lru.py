@@ -180,8 +180,8 @@ class LRU:
             cpu0 = sim.bits.cpu_seconds
             got = kernels.lru_sweep(sim.mem.node_bits(), node, start, n, self.active_bits(),
                                     active, passes, *draws, sim.bits.rng, self.flags,
-                                    sim.mem.node, on, ACTIVE, ACTIVE if on else 0, _keep(on),
-                                    self.nr_active, on, cold_max)
+                                    sim.mem.node, on, ACTIVE, ACTIVE if on else 0,
+                                    _keep(on), self.nr_active, on, cold_max)
             if got is not None:
                 hand, scanned, npg, nsel, cold = got
                 sim.bits.charge(2 * npg)
