@@ -138,7 +138,7 @@ def test_tiering_scan_skips_the_top_tier_and_stops_after_updates():
     assert sc.hf.armed == 0 and sc.cursor == 8 * step
     while sc.hf.armed == 0:
         sc.scan_step(1.0)
-    armed = np.flatnonzero(sc.hf._flag)
+    armed = np.flatnonzero(sc.hf.is_armed(np.arange(n)))
     assert len(armed) <= step
     assert np.all(sim.mem.node[armed] == 1)  # only the slow node
     cur = sc.cursor

@@ -726,20 +726,23 @@ def test_poll_faults_is_the_timeline_inverse_and_a_stable_sort(n, nb, seed):
     pages = rng.permutation(10_000)[: works.shape[0]].astype(np.int32)
     flag = np.zeros(10_000, dtype=bool)
     flag[pages] = True
+    flag[rng.integers(0, 10_000, 100)] = True  # armed pages that did not fault
+    bits = kernels.PageBits(flag)
     now = float(rng.uniform(0, t * 1.1))
-    out = kernels.poll_faults(pages, works, arm, arm_t, ta, wa, lo, now, flag.copy())
+    out = kernels.poll_faults(pages, works, arm, arm_t, ta, wa, lo, now, bits.words.copy())
     if works.shape[0] == 0:
         assert out is None
         return
     times = np.minimum(np.maximum(tl.time_at_work(works), arm_t[arm]), now)
     order = np.argsort(times, kind="stable")
-    flag2 = flag.copy()
+    bits2 = kernels.PageBits(flag)
     p, tt, lat = kernels._kernel("poll_faults")(pages, works, arm, arm_t, ta, wa, lo, now,
-                                                flag2)[:3]
+                                                bits2.words)[:3]
     np.testing.assert_array_equal(p, pages[order].astype(np.int64))
     np.testing.assert_array_equal(tt, times[order])
     np.testing.assert_array_equal(lat, np.maximum(times[order] - arm_t[arm[order]], 0.0))
-    assert not flag2[pages].any() and flag2.sum() == flag.sum() - pages.shape[0]
+    flag[pages] = False
+    np.testing.assert_array_equal(bits2.get(np.arange(10_000)), flag)
     np.testing.assert_array_equal(out[0], p)
 
 
@@ -1121,6 +1124,49 @@ def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, size
 
 
 @settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(0, 300), st.integers(0, 300))
+def test_page_bits_get_and_any_are_numpys(seed, n, a, b):
+    """A bitmap's bits of listed pages and whether a range holds a set one, as the bool
+    array it packs answers, across word boundaries and partial words."""
+    rng = np.random.default_rng(seed)
+    on = rng.random(n) < rng.choice([0.0, 0.01, 0.3])
+    bits = kernels.PageBits(on)
+    pages = rng.integers(0, n, 50)
+    np.testing.assert_array_equal(bits.get(pages), on[pages])
+    start, end = min(a, b, n), min(max(a, b), n)
+    assert bits.any(start, end) == bool(on[start:end].any())
+    bits.clear(start, end)
+    on[start:end] = False
+    bits.set(pages[:5], True)
+    on[pages[:5]] = True
+    np.testing.assert_array_equal(bits.get(np.arange(n)), on)
+
+
+def test_fault_calendar_widens_arm_indexes_past_two_bytes():
+    """Arm indexes take 2 bytes until one does not fit: `fit_arm` widens them with the
+    entries in place, and every entry comes back with its arm index, before and after
+    (the narrow store would keep an index mod 65536)."""
+    rng = np.random.default_rng(5)
+    cal = kernels.FaultCalendar(600, np.int32, 4, 8)
+    assert cal.pa.dtype == np.uint16
+    pages = np.arange(300, dtype=np.int32)
+    arms = rng.integers(0, 65536, 300).astype(np.uint32)
+    near = [cal.push(rng.exponential(size=300) * 10, np.ones(300), 0.0, pages, arms)]
+    cal.fit_arm(65535)
+    assert cal.pa.dtype == np.uint16
+    cal.fit_arm(65536)
+    assert cal.pa.dtype == np.uint32
+    pages2 = np.arange(300, 600, dtype=np.int32)
+    arms2 = rng.integers(65536, 2**32, 300).astype(np.uint32)
+    near.append(cal.push(rng.exponential(size=300) * 10, np.ones(300), 0.0, pages2, arms2))
+    rest = cal.drain()
+    p = np.concatenate([x[1] for x in near] + [rest[1]])
+    a = np.concatenate([x[2] for x in near] + [rest[2]])
+    assert np.array_equal(np.sort(p), np.arange(600))
+    np.testing.assert_array_equal(a, np.concatenate((arms, arms2))[p])
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(0, 300), st.integers(0, 300))
 def test_scan_arm_is_the_numpy_scan_step(seed, a, b):
     """A scan step's range in one pass: the PTEs walked (allocated pages) and the pages
@@ -1136,13 +1182,13 @@ def test_scan_arm_is_the_numpy_scan_step(seed, a, b):
     seg = node[start:end]
     want = np.flatnonzero(~skip[seg] & ~flag[start:end]) + start
     walked = int(np.count_nonzero(seg != 255))
-    f2 = flag.copy()
+    f2 = kernels.PageBits(flag)
     out = np.empty(n, np.int32)
-    w, k = kernels.scan_arm(node, start, end, skip, f2, 255, out)
+    w, k = kernels.scan_arm(node, start, end, skip, f2.words, 255, out)
     assert w == walked and k == want.shape[0]
     np.testing.assert_array_equal(out[:k], want)
     flag[want] = True
-    np.testing.assert_array_equal(f2, flag)
+    np.testing.assert_array_equal(f2.get(np.arange(n)), flag)
 
 
 @settings(max_examples=60, deadline=None)

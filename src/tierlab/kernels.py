@@ -397,13 +397,14 @@ def _poll_faults_py(pages, works, arm, arm_t, ta, wa, lo, now, flag):
     p_out = np.empty(n, np.int64)
     t_out = np.empty(n)
     l_out = np.empty(n)
+    one = np.uint64(1)
     for j in range(n):
         q = order[j]
         p = pages[q]
         p_out[j] = p
         t_out[j] = times[q]
         l_out[j] = max(times[q] - arm_t[arm[q]], 0.0)
-        flag[p] = False
+        flag[p >> 6] &= ~(one << np.uint64(p & 63))
     return p_out, t_out, l_out, True
 
 
@@ -690,16 +691,19 @@ def _cal_rebucket_py(src, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head, tail
 
 def _scan_arm_py(node, start, end, skip, flag, unalloc, out):
     # a NUMA scan step over pages [start, end): the allocated ones (PTEs walked)
-    # counted; those on a node not skipped and not armed yet flagged armed and listed
-    # in out, in address order; returns (walked, listed)
+    # counted; those on a node not skipped and not armed yet (their bit in the bitmap
+    # `flag` clear) flagged armed and listed in out, in address order; returns
+    # (walked, listed)
     walked = 0
     k = 0
+    one = np.uint64(1)
     for p in range(start, end):
         v = node[p]
         if v != unalloc:
             walked += 1
-        if not skip[v] and not flag[p]:
-            flag[p] = True
+        b = one << np.uint64(p & 63)
+        if not skip[v] and not flag[p >> 6] & b:
+            flag[p >> 6] |= b
             out[k] = p
             k += 1
     return walked, k
@@ -1646,6 +1650,28 @@ def _bits_set_py(row, pages, value):
             row[p >> 6] &= ~(one << np.uint64(p & 63))
 
 
+def _bits_get_py(row, pages, out):
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        out[i] = ((row[p >> 6] >> np.uint64(p & 63)) & np.uint64(1)) != 0
+
+
+def _bits_any_py(row, start, end):
+    # whether a bit of [start, end) is set
+    one = np.uint64(1)
+    p = start
+    while p < end:
+        w = p >> 6
+        lo = p & 63
+        hi = min(end - (w << 6), 64)
+        m = ~np.uint64(0) if hi - lo == 64 else \
+            ((one << np.uint64(hi - lo)) - one) << np.uint64(lo)
+        if row[w] & m:
+            return True
+        p = (w + 1) << 6
+    return False
+
+
 def _walk_init_py(start, limit, npages, s, tm):
     # `_walk`'s state for a hand from `start`: [pos, end, i, scanned, chunk, n, j, nxt,
     # prev, last, open, q, done]; tm[0] the least pass time met
@@ -1901,7 +1927,7 @@ def _memtis_cool_py(hs, d, hp, cnt, pclk, may_hot, ebins, track, hot_thr, bp_act
 
 
 _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
-       "bits_set": _bits_set_py,
+       "bits_set": _bits_set_py, "bits_get": _bits_get_py, "bits_any": _bits_any_py,
        "move_pages": _move_pages_py, "set_active": _set_active_py,
        "relocate_sums": _relocate_sums_py,
        "move_counts": _move_counts_py,
@@ -2726,8 +2752,9 @@ ROLL_PIECE = 1 << 16
 def scan_arm(node, start: int, end: int, skip, flag, unalloc: int, out):
     """The pages of [start, end) a NUMA scan step makes PROT_NONE, in one pass: those
     allocated (counted: the PTEs walked), on a node not in `skip` (indexed by node,
-    `unalloc` included) and not armed yet; they are flagged armed and written to `out`
-    in address order. Returns (walked, how many were written)."""
+    `unalloc` included) and not armed yet (their bit clear in `flag`, a `PageBits`'
+    words); they are flagged armed and written to `out` in address order. Returns
+    (walked, how many were written)."""
     w, k = _kernel("scan_arm")(node, int(start), int(end), skip, flag, np.uint8(unalloc), out)
     return int(w), int(k)
 
@@ -2736,8 +2763,11 @@ class FaultCalendar:
     """Scheduled hint faults past the current bucket, unsorted: a calendar queue (R.
     Brown, CACM 1988) of `nbuckets` buckets of fault work over a window [base, top),
     whose windows grow geometrically as a ladder queue's rungs do, plus one bucket for
-    the works past `top`. An entry is (fault work, page, arm index), 16 bytes, stored
-    in blocks of `bsz` entries chained per bucket; the blocks are a pool sized for every
+    the works past `top`. An entry is (fault work, page, arm index), 14 bytes: the arm
+    index takes 2 while every one fits (`fit_arm`; tpp at 10x bench_memsim armed 7,986
+    times in 600 simulated s), since the pool holds nearly every page at once when the
+    scan covers memory faster than it is touched (issue 18's target 3). Entries are
+    stored in blocks of `bsz` chained per bucket; the blocks are a pool sized for every
     page armed at once plus a partial block per bucket, allocated untouched (only the
     blocks ever used become resident) and reused from a free stack. Only the buckets
     the work reaches are sorted (`ScheduledHintFaults`): an armed page that never
@@ -2753,7 +2783,7 @@ class FaultCalendar:
         nblocks = -(-int(npages) // self.bsz) + self.nb + 2
         self.pw = np.empty(nblocks * self.bsz)
         self.pp = np.empty(nblocks * self.bsz, pdt)
-        self.pa = np.empty(nblocks * self.bsz, np.uint32)
+        self.pa = np.empty(nblocks * self.bsz, np.uint16)
         self.nxt = np.empty(nblocks, np.int32)
         self.free = np.arange(nblocks - 1, -1, -1, dtype=np.int32)  # block 0 on top
         self.nfree = np.array([nblocks], np.int64)
@@ -2769,6 +2799,18 @@ class FaultCalendar:
 
     def __len__(self) -> int:
         return int(self.cnt.sum())
+
+    def fit_arm(self, arm: int) -> None:
+        """Make room for arm index `arm`: past 2 bytes, the arm indexes widen to 4 (a
+        copy of the blocks up to the highest one in use; the others stay untouched)."""
+        if arm <= np.iinfo(self.pa.dtype).max:
+            return
+        used = np.ones(self.nxt.shape[0], np.bool_)
+        used[self.free[:int(self.nfree[0])]] = False
+        hi = (int(np.flatnonzero(used)[-1]) + 1) * self.bsz if used.any() else 0
+        pa = np.empty(self.pa.shape[0], np.uint32)
+        pa[:hi] = self.pa[:hi]
+        self.pa = pa
 
     def index(self, w: float) -> float:
         """The bucket coordinate of work w ((w - base) x scale, as the kernel computes
@@ -2901,6 +2943,17 @@ class PageBits:
     def set(self, pages, value: bool) -> None:
         _kernel("bits_set")(self.words, np.asarray(pages, dtype=np.int64), bool(value))
 
+    def get(self, pages) -> np.ndarray:
+        """Each page's bit, as bools."""
+        pages = np.asarray(pages, dtype=np.int64)
+        out = np.empty(pages.shape[0], np.bool_)
+        _kernel("bits_get")(self.words, pages, out)
+        return out
+
+    def any(self, start: int, end: int) -> bool:
+        """Whether a page of [start, end) has its bit set."""
+        return bool(_kernel("bits_any")(self.words, int(start), int(end)))
+
     def clear(self, start: int, end: int) -> None:
         _kernel("bits_range")(self.words.reshape(1, -1), 0, int(start), int(end), False)
 
@@ -2911,7 +2964,8 @@ def poll_faults(pages, works, arm, arm_t, ta, wa, lo: int, now: float, flag):
     starts at breakpoint `lo` for works above it), raised to its arm time and capped at
     `now`; then (pages, times, latency) ordered by time, equal times in input order
     (the stable sort, by merging the input's sorted runs: the batches' prefixes), and
-    the pages' armed flags cleared. None where a time is NaN (the caller sorts)."""
+    the pages' armed bits cleared in `flag` (a `PageBits`' words). None where a time is
+    NaN (the caller sorts)."""
     if works.shape[0] == 0:
         return None
     p, t, lat, ok = _kernel("poll_faults")(pages, works, arm, arm_t, ta, wa, int(lo),

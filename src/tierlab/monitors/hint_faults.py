@@ -62,8 +62,8 @@ import numpy as np
 
 from ..field import uniq
 from ..heap import trim
-from ..kernels import (FaultCalendar, Scratch, SortedRun, argsort_untied, poll_faults,
-                       push_tiered, scan_arm, take_through)
+from ..kernels import (FaultCalendar, PageBits, Scratch, SortedRun, argsort_untied,
+                       poll_faults, push_tiered, scan_arm, take_through)
 from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
@@ -114,8 +114,8 @@ class ScheduledHintFaults(HintFaults):
     times with the timeline's W^-1. When the field changes at time c, every pending
     page's remaining budget (W_f - W_c) r_old is rescheduled with its new rate (pages
     of rate 0 wait, dormant, with their budget). Cost: arm O(k), poll O(log n +
-    faults) plus the sort of the buckets reached, field change O(armed). A per-page
-    flag array (one byte per page) answers `is_armed`.
+    faults) plus the sort of the buckets reached, field change O(armed). A bitmap of
+    the armed pages (`kernels.PageBits`, 1/8 byte a page) answers `is_armed`.
     """
 
     def __init__(self, source: RateSource, rng: np.random.Generator,
@@ -130,7 +130,7 @@ class ScheduledHintFaults(HintFaults):
         #: timeline lookup per poll
         self._current_work = current_work
         n = int(npages if npages is not None else source.npages)
-        self._flag = np.zeros(n, dtype=bool)
+        self._flag = PageBits.zeros(n)
         #: page numbers in 4 bytes while they fit (5 TiB of 4 KiB pages do)
         self._pdt = np.int32 if n < 2**31 else np.int64
         #: the time of each arm() call; entries hold an index into it
@@ -161,7 +161,7 @@ class ScheduledHintFaults(HintFaults):
         return self._narmed
 
     def is_armed(self, pages) -> np.ndarray:
-        return self._flag[np.asarray(pages, dtype=np.int64)]
+        return self._flag.get(pages)
 
     def _push(self, b: SortedRun) -> None:
         if push_tiered(self._batches, b, MERGE_CAP) >= MERGE_CAP // 2 \
@@ -301,10 +301,10 @@ class ScheduledHintFaults(HintFaults):
         pages = np.asarray(pages, dtype=np.int64)
         if pages.shape[0] > 1 and not bool(np.all(pages[1:] > pages[:-1])):
             pages = uniq(pages, runs=True)
-        pages = pages[~self._flag[pages]]
+        pages = pages[~self._flag.get(pages)]
         if pages.shape[0] == 0:
             return 0
-        self._flag[pages] = True
+        self._flag.set(pages, True)
         return self._arm_flagged(pages.astype(self._pdt), now)
 
     def arm_range(self, start: int, end: int, node, skip, now: float) -> tuple[int, int]:
@@ -312,7 +312,7 @@ class ScheduledHintFaults(HintFaults):
         pages on nodes not in `skip` (by node; unallocated skipped); returns (allocated
         pages walked, pages armed)."""
         buf, = self._range.get((self._pdt, end - start))
-        walked, n = scan_arm(node, start, end, skip, self._flag, UNALLOC, buf)
+        walked, n = scan_arm(node, start, end, skip, self._flag.words, UNALLOC, buf)
         if n:
             self._arm_flagged(buf[:n].copy(), now)
         return walked, n
@@ -327,6 +327,7 @@ class ScheduledHintFaults(HintFaults):
         if self._narm_t == self._arm_t.shape[0]:
             self._arm_t = np.concatenate((self._arm_t, np.zeros(self._narm_t)))
         self._arm_t[self._narm_t] = now
+        self._cal.fit_arm(self._narm_t)
         arm = np.full(n, self._narm_t, dtype=np.uint32)
         self._narm_t += 1
         self._schedule(pages, arm, self.rng.exponential(size=n), w0, self._field)
@@ -334,16 +335,16 @@ class ScheduledHintFaults(HintFaults):
 
     def disarm(self, pages) -> None:
         pages = np.asarray(pages, dtype=np.int64)
-        if pages.size == 0 or not self._flag[pages].any():
+        if pages.size == 0 or not self._flag.get(pages).any():
             return
-        self._flag[pages] = False
+        self._flag.set(pages, False)
         self._purge()
 
     def disarm_range(self, start: int, end: int) -> None:
         """Drop the armed pages of [start, end) (freed) without a fault."""
-        if end <= start or not self._flag[start:end].any():
+        if end <= start or not self._flag.any(start, end):
             return
-        self._flag[start:end] = False
+        self._flag.clear(start, end)
         self._purge()
 
     def _purge(self) -> None:
@@ -352,7 +353,7 @@ class ScheduledHintFaults(HintFaults):
         n = 0
         for b in self._batches:
             w_, p_, a_ = b.live()
-            k = self._flag[p_]
+            k = self._flag.get(p_)
             if not k.all():
                 b = SortedRun(w_[k], p_[k], a_[k])
             if len(b):
@@ -360,17 +361,17 @@ class ScheduledHintFaults(HintFaults):
                 n += len(b)
         self._batches = keep_b
         w_, p_, a_ = self._cal.drain()
-        k = self._flag[p_]
+        k = self._flag.get(p_)
         n += int(k.sum())
         self._readd(w_[k], p_[k], a_[k])
         dp, da, de = self._dormant
         if dp.shape[0]:
-            k = self._flag[dp]
+            k = self._flag.get(dp)
             self._dormant = (dp[k], da[k], de[k])
             n += int(k.sum())
         pend = []
         for p_, w_, a_ in self._pending:
-            k = self._flag[p_]
+            k = self._flag.get(p_)
             pend.append((p_[k], w_[k], a_[k]))
             n += int(k.sum())
         self._pending = pend
@@ -389,13 +390,13 @@ class ScheduledHintFaults(HintFaults):
         arm = np.concatenate([a for _, _, a in self._pending])
         self._pending = []
         ta, wa, lo = self._breakpoints()
-        out = poll_faults(pages, works, arm, self._arm_t, ta, wa, lo, now, self._flag)
+        out = poll_faults(pages, works, arm, self._arm_t, ta, wa, lo, now, self._flag.words)
         if out is None:  # a NaN time: numpy's stable sort orders it as the kernel cannot
             times = np.minimum(np.maximum(self._tl.time_at_work(works), self._arm_t[arm]),
                                now)
             order = np.argsort(times, kind="stable")
             pages, times = pages[order].astype(np.int64), times[order]
-            self._flag[pages] = False
+            self._flag.set(pages, False)
             out = pages, times, np.maximum(times - self._arm_t[arm[order]], 0.0)
         self._t_poll = now
         self._narmed -= out[0].shape[0]
