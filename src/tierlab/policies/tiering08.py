@@ -98,6 +98,7 @@ import numpy as np
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..field import uniq
+from ..kernels import PageBits
 from ..monitors.base import Monitor, backend_of
 from ..monitors.hint_faults import make_hint_faults
 from ..monitors.primitives import PTE_CHECK_SECONDS
@@ -236,8 +237,9 @@ class NumaScanner(Monitor):
         self.hf = make_hint_faults(sim.source, self.rng, fault_cost=self.fault_cost,
                                    npages=sim.mem.npages, current_work=lambda: sim.work)
         self.lazy_windows: list[_Lazy] = []
-        #: lazy pages made PROT_NONE (the others' bit is the fault generator's flag)
-        self.lazy_armed = np.zeros(sim.mem.npages if self.lazy.any() else 0, dtype=bool)
+        #: lazy pages made PROT_NONE, a bit each (the others' bit is the fault
+        #: generator's); None without lazy nodes
+        self.lazy_armed = PageBits.zeros(sim.mem.npages) if self.lazy.any() else None
         self._lazy_dt = np.int32 if sim.mem.npages < 2**31 else np.int64
         self._pass = {"faults": 0, "local": 0, "failed": 0}
         # totals
@@ -285,8 +287,8 @@ class NumaScanner(Monitor):
         last resolution)."""
         pages = np.asarray(pages, dtype=np.int64)
         out = self.hf.is_armed(pages)
-        if self.lazy_armed.shape[0]:
-            out |= self.lazy_armed[pages]
+        if self.lazy_armed is not None:
+            out |= self.lazy_armed.get(pages)
         return out
 
     def arm(self, pages, now: float) -> int:
@@ -302,7 +304,7 @@ class NumaScanner(Monitor):
         lazy = self.lazy[self.sim.mem.node[pages]]
         if lazy.any():
             lp = pages[lazy]
-            self.lazy_armed[lp] = True
+            self.lazy_armed.set(lp, True)
             self.lazy_windows.append(_Lazy(lp.astype(self._lazy_dt), float(now)))
             pages = pages[~lazy]
         if len(pages):
@@ -315,7 +317,7 @@ class NumaScanner(Monitor):
         self.hf.disarm_range(start, end)
         if not self.lazy_windows:
             return
-        self.lazy_armed[start:end] = False
+        self.lazy_armed.clear(start, end)
         for lw in self.lazy_windows:
             lw.pages = lw.pages[(lw.pages < start) | (lw.pages >= end)]
         self.lazy_windows = [_Lazy(lw.pages, lw.t_arm) for lw in self.lazy_windows
@@ -339,7 +341,7 @@ class NumaScanner(Monitor):
                 touched[still] = sim.source.accessed(q, q + 1, np.full(q.shape[0], lw.t_arm),
                                                      now, self.rng_lazy)
             gone = ~still | touched
-            self.lazy_armed[p[gone]] = False
+            self.lazy_armed.set(p[gone], False)
             k = int(touched.sum())
             if k:
                 self.lazy_faults += k
