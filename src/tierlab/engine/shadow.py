@@ -51,9 +51,10 @@ class ShadowCopies:
         self.gen = np.zeros(mem.npages, dtype=GEN)
         #: the entries in creation order, in the first `_n` places of buffers that
         #: double when full (a copy of every entry at each `add` made NOMAD quadratic
-        #: in its promotions): the shadowed pages (live or stale) and each entry's
-        #: generation
-        self._pages = np.zeros(1024, dtype=np.int64)
+        #: in its promotions; the places past `_n` stay untouched): the shadowed pages
+        #: (live or stale; 4 bytes while page numbers fit) and each entry's generation
+        self._pdt = np.int32 if mem.npages < 2**31 else np.int64
+        self._pages = np.zeros(1024, dtype=self._pdt)
         self._egen = np.zeros(1024, dtype=GEN)
         self._n = 0
         #: the same entries by the work at which each page is first written: a few
@@ -116,8 +117,9 @@ class ShadowCopies:
         n, m = self._n, len(pages)
         if n + m > self._pages.shape[0]:
             cap = max(2 * self._pages.shape[0], n + m)
-            self._pages = np.concatenate((self.pages, np.zeros(cap - n, np.int64)))
-            self._egen = np.concatenate((self.egen, np.zeros(cap - n, GEN)))
+            pg, eg = np.empty(cap, self._pdt), np.empty(cap, GEN)
+            pg[:n], eg[:n] = self.pages, self.egen
+            self._pages, self._egen = pg, eg
         self._pages[n:n + m] = pages
         self._egen[n:n + m] = self.gen[pages]
         self._n = n + m
@@ -128,7 +130,7 @@ class ShadowCopies:
         """Entries into the runs by expiry (a stable sort, then merges while the run
         before is at most twice as long)."""
         o = np.argsort(expire, kind="stable")
-        push_tiered(self._runs, SortedRun(expire[o], np.asarray(pages, np.int64)[o],
+        push_tiered(self._runs, SortedRun(expire[o], np.asarray(pages, self._pdt)[o],
                                           np.asarray(egen)[o]))
 
     def drop(self, pages, count: str = "other") -> int:
