@@ -729,7 +729,8 @@ def test_poll_faults_is_the_timeline_inverse_and_a_stable_sort(n, nb, seed):
     flag[rng.integers(0, 10_000, 100)] = True  # armed pages that did not fault
     bits = kernels.PageBits(flag)
     now = float(rng.uniform(0, t * 1.1))
-    out = kernels.poll_faults(pages, works, arm, arm_t, ta, wa, lo, now, bits.words.copy())
+    out = kernels.poll_faults(pages, works, arm, arm_t, ta, wa, lo, now,
+                              bits.words.copy())
     if works.shape[0] == 0:
         assert out is None
         return
@@ -1124,7 +1125,8 @@ def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, size
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(0, 300), st.integers(0, 300))
+@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(0, 300),
+       st.integers(0, 300))
 def test_page_bits_get_and_any_are_numpys(seed, n, a, b):
     """A bitmap's bits of listed pages and whether a range holds a set one, as the bool
     array it packs answers, across word boundaries and partial words."""
@@ -1158,7 +1160,8 @@ def test_fault_calendar_widens_arm_indexes_past_two_bytes():
     assert cal.pa.dtype == np.uint32
     pages2 = np.arange(300, 600, dtype=np.int32)
     arms2 = rng.integers(65536, 2**32, 300).astype(np.uint32)
-    near.append(cal.push(rng.exponential(size=300) * 10, np.ones(300), 0.0, pages2, arms2))
+    near.append(cal.push(rng.exponential(size=300) * 10, np.ones(300), 0.0, pages2,
+                         arms2))
     rest = cal.drain()
     p = np.concatenate([x[1] for x in near] + [rest[1]])
     a = np.concatenate([x[2] for x in near] + [rest[2]])

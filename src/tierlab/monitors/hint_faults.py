@@ -390,7 +390,8 @@ class ScheduledHintFaults(HintFaults):
         arm = np.concatenate([a for _, _, a in self._pending])
         self._pending = []
         ta, wa, lo = self._breakpoints()
-        out = poll_faults(pages, works, arm, self._arm_t, ta, wa, lo, now, self._flag.words)
+        out = poll_faults(pages, works, arm, self._arm_t, ta, wa, lo, now,
+                          self._flag.words)
         if out is None:  # a NaN time: numpy's stable sort orders it as the kernel cannot
             times = np.minimum(np.maximum(self._tl.time_at_work(works), self._arm_t[arm]),
                                now)
