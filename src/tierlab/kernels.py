@@ -244,10 +244,10 @@ def _cooled_bin_py(c, pc, clock, max_shift, nbins):
 _HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
             "_cal_unlink", "_time_at", "_cooled_bin", "_lap_bytes", "_pcg_step",
             "_pcg_double", "_pcg64_fill", "_sub_expected", "_sub_expected_eps",
-            "_draw_block", "_draw_pages", "_walk_init", "_walk")
+            "_draw_block", "_draw_pages", "_walk_init", "_walk", "_word_mask")
 #: helpers compiled inline into their callers (`_inline_jit`)
 _INLINE = ("_lap_bytes", "_time_at", "_cooled_bin", "_pcg_step", "_pcg_double", "_upper",
-           "_lower")
+           "_lower", "_word_mask")
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
 _time_at, _cooled_bin = _time_at_py, _cooled_bin_py
 
@@ -1062,17 +1062,25 @@ def _bits_build_py(node_map, k):
     return bits
 
 
+def _word_mask_py(p, end):
+    # (w, m): the word holding bit p and the mask of its bits in [p, end)
+    w = p >> 6
+    lo = p & 63
+    hi = min(end - (w << 6), 64)
+    if hi - lo == 64:
+        return w, ~np.uint64(0)
+    return w, ((np.uint64(1) << np.uint64(hi - lo)) - np.uint64(1)) << np.uint64(lo)
+
+
+_word_mask = _word_mask_py  # a helper (`_HELPERS`)
+
+
 def _bits_range_py(bits, row, start, end, value):
     # rows row (or every row if row < 0) of [start, end) set to value
-    one = np.uint64(1)
-    full = ~np.uint64(0)
     r0, r1 = (row, row + 1) if row >= 0 else (0, bits.shape[0])
     p = start
     while p < end:
-        w = p >> 6
-        lo = p & 63
-        hi = min(end - (w << 6), 64)
-        m = full if hi - lo == 64 else ((one << np.uint64(hi - lo)) - one) << np.uint64(lo)
+        w, m = _word_mask(p, end)
         for r in range(r0, r1):
             if value:
                 bits[r, w] |= m
@@ -1658,14 +1666,9 @@ def _bits_get_py(row, pages, out):
 
 def _bits_any_py(row, start, end):
     # whether a bit of [start, end) is set
-    one = np.uint64(1)
     p = start
     while p < end:
-        w = p >> 6
-        lo = p & 63
-        hi = min(end - (w << 6), 64)
-        m = ~np.uint64(0) if hi - lo == 64 else \
-            ((one << np.uint64(hi - lo)) - one) << np.uint64(lo)
+        w, m = _word_mask(p, end)
         if row[w] & m:
             return True
         p = (w + 1) << 6
