@@ -878,8 +878,17 @@ def test_pages_by_byte_is_the_stable_argsort_of_the_nodes_pages(npages, node_id,
     blocks = _block_counts(node, block)
     pages = np.flatnonzero(node == node_id)
     want = pages[np.argsort(lut[byte[pages]], kind="stable")]
+    got = kernels.pages_by_byte(node, blocks, block, node_id, byte, lut)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.int32  # 4 bytes a page below 2^31 pages
+    buf = np.full(pages.shape[0] + 3, -1, np.int32)  # reused: its prefix is the list
+    again = kernels.pages_by_byte(node, blocks, block, node_id, byte, lut, buf)
+    np.testing.assert_array_equal(again, want)
+    assert again.base is buf and (buf[pages.shape[0]:] == -1).all()
+    wide = np.full(pages.shape[0], -1, np.int64)  # another type: not written
     np.testing.assert_array_equal(kernels.pages_by_byte(node, blocks, block, node_id, byte,
-                                                        lut), want)
+                                                        lut, wide), want)
+    assert (wide == -1).all()
     if pages.shape[0]:
         blocks[pages[0] // block, node_id] += 1
         with pytest.raises(RuntimeError, match="block counts"):

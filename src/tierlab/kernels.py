@@ -2524,12 +2524,14 @@ def pages_by_byte(node_map, blocks, block: int, node: int, byte, lut,
     order: what `np.argsort(lut[byte[p]], kind="stable")` gives over
     `np.flatnonzero(node_map == node)`, in two passes over the blocks holding the
     node's pages (`blocks`: pages per node per `block` addresses), skipping the
-    map's 8-byte words without the node's byte. Written into `buf`
-    (an int64 array, returned as its prefix) when it is large enough: a caller that
-    refreshes such a list often saves the page faults of a fresh array each time."""
+    map's 8-byte words without the node's byte. Pages in 4 bytes while every page
+    fits (8 beyond 2^31 pages). Written into `buf` (returned as its prefix) when it
+    is large enough and of that type: a caller that refreshes such a list often saves
+    the page faults of a fresh array each time."""
     total = int(blocks[:, node].sum())
-    if buf is None or buf.shape[0] < total:
-        buf = np.empty(total, np.int64)
+    pdt = np.int32 if node_map.shape[0] < 2**31 else np.int64
+    if buf is None or buf.shape[0] < total or buf.dtype != pdt:
+        buf = np.empty(total, pdt)
     out = buf[:total]
     if block % 8:
         raise ValueError(f"pages_by_byte: block {block} is not a multiple of 8")
