@@ -1075,9 +1075,11 @@ def test_sub_expected_eps_is_one_pass_per_epoch(n, ne, by_page, seed):
 def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, sizes):
     """Pushes, bucket pops and window rolls in random order on a tiny calendar (chains
     of many blocks): every entry comes back exactly once with its work w0 + budget / r
-    bit for bit, near entries at or before the current bucket, each popped bucket's
-    entries inside it in insertion order, the rest past the window; the blocks all
-    return to the free stack."""
+    bit for bit (works of many exponents, whose top 16 bits the blocks keep), near
+    entries at or before the current bucket, each popped bucket's entries inside it in
+    insertion order among those of one key (so of equal works), the rest past the
+    window; the blocks all return to the free stack, grown where the first window's
+    buckets span many keys."""
     rng = np.random.default_rng(seed)
     npages = sum(sizes) + 1
     cal = kernels.FaultCalendar(npages, np.int32, nb, bsz)  # window [0, 1)
@@ -1087,7 +1089,7 @@ def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, size
     w_now = 0.0
     want_w = np.full(npages, np.nan)
     for k in sizes:
-        budget = rng.exponential(size=k) * rng.choice([0.1, 10.0, 1e3])
+        budget = rng.exponential(size=k) * rng.choice([1e-30, 0.1, 10.0, 1e3, 1e30])
         budget[rng.random(k) < 0.1] = np.nan
         r = rng.choice([0.5, 1.0, 3.0], size=k)
         pages = np.arange(next_page, next_page + k, dtype=np.int32)
@@ -1116,14 +1118,16 @@ def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, size
         while cal.cur + 1 <= xw:
             cal.cur += 1
             w, p, a = cal.pop(cal.cur)
-            assert np.all(np.diff(p) > 0)  # insertion order
+            key = w.view(np.uint64) >> np.uint64(48)  # a work's top 16 bits
+            for k in np.unique(key):  # insertion order among the entries of one key
+                assert np.all(np.diff(p[key == k]) > 0)
             x = cal.index(w)
             assert np.all((x >= cal.cur) & (x < cal.cur + 1))
             assert np.all(p.astype(np.uint32) == a)
             out_w.append(w)
             out_p.append(p)
     rest_w, rest_p, _ = cal.drain()
-    assert len(cal) == 0 and cal.nfree[0] == nblocks
+    assert len(cal) == 0 and cal.nfree[0] == cal.nxt.shape[0] >= nblocks
     pages = np.concatenate(out_p + [rest_p])
     assert np.array_equal(np.sort(pages), np.arange(next_page))
     np.testing.assert_array_equal(np.concatenate(out_w + [rest_w]), want_w[pages])
@@ -1151,6 +1155,35 @@ def test_page_bits_get_and_any_are_numpys(seed, n, a, b):
     bits.set(pages[:5], True)
     on[pages[:5]] = True
     np.testing.assert_array_equal(bits.get(np.arange(n)), on)
+
+
+def test_fault_calendar_keeps_works_bit_for_bit_through_a_grown_pool():
+    """Works of every magnitude share blocks only with works of their top 16 bits and
+    come back bit for bit; when the pool grows (`_reserve`), the blocks in use keep
+    their entries and every block returns to the free stack."""
+    rng = np.random.default_rng(7)
+    cal = kernels.FaultCalendar(900, np.int32, 1024, 8)
+    cal.roll(1e3)  # a window [1e3, 1.6e4) whose buckets meet at most two keys each
+    assert cal._tight
+    budget = rng.exponential(size=900) * rng.choice([1e-300, 1.0, 1e3, 1e5, 1e300], 900)
+    budget[::97] = np.inf
+    pages = np.arange(900, dtype=np.int32)
+    out = [cal.push(budget[:450], np.ones(450), 1e3, pages[:450],
+                    pages[:450].astype(np.uint32))]
+    used = np.setdiff1d(np.arange(cal.nxt.shape[0]), cal.free[:int(cal.nfree[0])])
+    partial = used[cal.bfill[used] < cal.bsz]  # none left behind: only open blocks
+    assert np.isin(partial, cal.opn[cal.opn >= 0]).all()
+    before = cal.nxt.shape[0]
+    cal._reserve(int(cal.nfree[0]) + 100)
+    assert cal.nxt.shape[0] > before and cal.nfree[0] >= 100
+    out.append(cal.push(budget[450:], np.ones(450), 1e3, pages[450:],
+                        pages[450:].astype(np.uint32)))
+    out.append(cal.drain())
+    w = np.concatenate([x[0] for x in out])
+    p = np.concatenate([x[1] for x in out])
+    assert np.array_equal(np.sort(p), pages)
+    np.testing.assert_array_equal(w.view(np.uint64), (1e3 + budget[p]).view(np.uint64))
+    assert cal.nfree[0] == cal.nxt.shape[0]
 
 
 def test_fault_calendar_widens_arm_indexes_past_two_bytes():

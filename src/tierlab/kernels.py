@@ -90,6 +90,7 @@ Python source.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -135,6 +136,8 @@ def _kernel(name):
             g["_bitlen"] = _llvm_bitlen()
         if jit and g["_mulhi"] is _mulhi_py:
             g["_mulhi"] = _llvm_mulhi()
+        if jit and g["_f2u"] is _f2u_py:
+            g["_f2u"], g["_u2f"] = _llvm_bitcasts()
         for h in _HELPERS:
             if jit and g[h] is g[h + "_py"]:
                 g[h] = (_inline_jit() if h in _INLINE else jit)(g[h + "_py"])
@@ -242,8 +245,8 @@ def _cooled_bin_py(c, pc, clock, max_shift, nbins):
 
 
 _HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
-            "_cal_unlink", "_time_at", "_cooled_bin", "_lap_bytes", "_pcg_step",
-            "_pcg_double", "_pcg64_fill", "_sub_expected", "_sub_expected_eps",
+            "_cal_unlink", "_cal_close", "_time_at", "_cooled_bin", "_lap_bytes",
+            "_pcg_step", "_pcg_double", "_pcg64_fill", "_sub_expected", "_sub_expected_eps",
             "_draw_block", "_draw_pages", "_walk_init", "_walk", "_word_mask")
 #: helpers compiled inline into their callers (`_inline_jit`)
 _INLINE = ("_lap_bytes", "_time_at", "_cooled_bin", "_pcg_step", "_pcg_double", "_upper",
@@ -323,6 +326,41 @@ def _llvm_mulhi():
         return numba.types.uint64(numba.types.uint64, numba.types.uint64), codegen
 
     return numba.njit(lambda a, b: mulhi(a, b))
+
+
+def _f2u_py(x):
+    # the bits of a float64, as a uint64
+    return np.float64(x).view(np.uint64)
+
+
+def _u2f_py(b):
+    # the float64 of 64 bits
+    return np.uint64(b).view(np.float64)
+
+
+#: with numba, LLVM bitcasts (`_llvm_bitcasts`), which cost no instruction
+_f2u, _u2f = _f2u_py, _u2f_py
+
+
+def _llvm_bitcasts():
+    """`_f2u` and `_u2f` as LLVM bitcasts, for `FaultCalendar`'s 48-bit works."""
+    import numba
+    from llvmlite import ir
+    from numba.core.extending import intrinsic
+
+    @intrinsic
+    def f2u(typingctx, x):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], ir.IntType(64))
+        return numba.types.uint64(numba.types.float64), codegen
+
+    @intrinsic
+    def u2f(typingctx, b):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], ir.DoubleType())
+        return numba.types.float64(numba.types.uint64), codegen
+
+    return f2u, u2f
 
 
 def _pcg_step_py(hi, lo, ahi, alo, chi, clo):
@@ -534,13 +572,13 @@ def _merge_sorted_py(w1, p1, a1, w2, p2, a2):
         o += 1
     return w, p, a
 
-def _cal_next_block_py(j, t, nxt, head, tail, free, nfree):
-    # a block from the free stack chained after t, bucket j's tail block (-1: none yet);
-    # returns it, bucket j's new tail
+def _cal_next_block_py(j, nxt, head, tail, free, nfree):
+    # a block from the free stack chained at the end of bucket j's chain; returns it
     top = nfree[0] - 1
     blk = free[top]
     nfree[0] = top
     nxt[blk] = -1
+    t = tail[j]
     if t < 0:
         head[j] = blk
     else:
@@ -552,98 +590,79 @@ def _cal_next_block_py(j, t, nxt, head, tail, free, nfree):
 _cal_next_block = _cal_next_block_py  # a helper (`_HELPERS`)
 
 
-def _cal_place_py(w, pg, am, n, b, r, w0, div, base, scale, lim, nb, bsz, pw, pp, pa, nxt,
-                  head, tail, fill, cnt, free, nfree, jb, order, near_w, near_p, near_a, q):
+def _cal_place_py(w, pg, am, n, b, r, w0, div, base, scale, lim, nb, bsz, pwl, pwm, pp, pa,
+                  bhi, bfill, opn, nxt, head, tail, cnt, free, nfree, near_w, near_p, near_a,
+                  q):
     # entries [0, n) of (w, pg, am) by bucket coordinate x = (w - base) * scale (with
-    # `div`, their works are w0 + b / r, numpy's order of operations, written to w
-    # only for the entries not placed in the first pass): those
-    # with x < lim (at or before the current bucket) to near_* from index q, in input
-    # order (the new q returned); x >= nb or NaN to bucket nb (past the window); else
-    # to bucket floor(x), appended to its chain of blocks (new blocks from the free
-    # stack). Entries past the window (nearly all of a scan step's push: the cold
-    # pages' faults) are appended as they come, in the pass that finds their works;
-    # the others are listed in jb (bucket << 32 | entry) and placed by a counting sort
-    # by bucket, so that each bucket's appends are one sequential run (13-14 ns an
-    # entry against 15-19 appending entry by entry to the 1,025 buckets' last blocks).
-    # A push of autonuma at bench_memsim: 69 ns an entry of CPU with every entry in
-    # the counting sort and the works a pass of their own, 34-36 with neither
-    near = nb + 1
-    counts = np.zeros(nb + 2, np.int64)
-    t = tail[nb]
-    f = fill[nb]
-    m = 0
+    # `div`, their works are w0 + b / r, numpy's order of operations): those with x <
+    # lim (at or before the current bucket) to near_* from index q, in input order
+    # (the new q returned); x >= nb or NaN to bucket nb (past the window); else to
+    # bucket floor(x), appended to its chain of blocks (new blocks from the free
+    # stack), in one pass.
+    # An entry goes into the open block of its slot, or a new block chained to its
+    # bucket when that one is full or holds another key. The key is the work's top 16
+    # bits (sign, exponent, 4 bits of mantissa), kept once per block (bhi); the entry
+    # keeps the low 48 (pwl, pwm). A window bucket holds at most two keys, one of each
+    # parity (`FaultCalendar`), so its two slots are by parity; the bucket past the
+    # window has one slot per key. The append is written out here: as a helper it cost
+    # 94 ns an entry against 17 (numba counts references to its 18 arrays at each
+    # call). The entries past the window are counted apart, and the block last
+    # appended to is kept with its key and fill in registers (a counter or a fill in
+    # memory, incremented at every entry, cost 7 ns an entry).
+    past = 0
+    cb, ch, cf = np.int32(-1), np.uint16(0), np.int32(0)
     for i in range(n):
         wi = w0 + b[i] / r[i] if div else w[i]
         x = (wi - base) * scale
         if x < lim:
-            j = near
-        elif x < nb:
+            near_w[q] = wi
+            near_p[q] = pg[i]
+            near_a[q] = am[i]
+            q += 1
+            continue
+        if x < nb:
             j = np.int64(x)
-        else:
-            if t < 0 or f == bsz:
-                t = _cal_next_block(nb, t, nxt, head, tail, free, nfree)
-                f = 0
-            k = np.int64(t) * bsz + f
-            pw[k] = wi
-            pp[k] = pg[i]
-            pa[k] = am[i]
-            f += 1
-            continue
-        w[i] = wi
-        jb[m] = (j << 32) | i
-        counts[j] += 1
-        m += 1
-    cnt[nb] += n - m
-    fill[nb] = f
-    s = 0
-    for j in range(nb + 2):
-        c = counts[j]
-        counts[j] = s
-        s += c
-    for e in range(m):
-        j = jb[e] >> 32
-        order[counts[j]] = jb[e] & 0xFFFFFFFF
-        counts[j] += 1
-    lo = 0
-    for j in range(nb + 2):
-        hi = counts[j]
-        if hi == lo:
-            continue
-        if j == near:
-            for o in range(lo, hi):
-                i = order[o]
-                near_w[q] = w[i]
-                near_p[q] = pg[i]
-                near_a[q] = am[i]
-                q += 1
-        else:
-            t = tail[j]
-            f = fill[j]
-            for o in range(lo, hi):
-                i = order[o]
-                if t < 0 or f == bsz:
-                    t = _cal_next_block(j, t, nxt, head, tail, free, nfree)
-                    f = 0
-                k = np.int64(t) * bsz + f
-                pw[k] = w[i]
-                pp[k] = pg[i]
-                pa[k] = am[i]
-                f += 1
-            fill[j] = f
-            cnt[j] += hi - lo
-        lo = hi
+            cnt[j] += 1
+        else:  # NaN too
+            j = np.int64(nb)
+            past += 1
+        bits = _f2u(wi)
+        h = np.uint16(bits >> np.uint64(48))
+        sl = 2 * nb + np.int64(h) if j == nb else 2 * j + np.int64(h & np.uint16(1))
+        blk = opn[sl]
+        if blk != cb or cf == bsz or ch != h:
+            if cb >= 0:
+                bfill[cb] = cf
+            if blk < 0 or bfill[blk] == bsz or bhi[blk] != h:
+                blk = _cal_next_block(j, nxt, head, tail, free, nfree)
+                bhi[blk] = h
+                bfill[blk] = 0
+                opn[sl] = blk
+            cb, ch, cf = blk, h, bfill[blk]
+        k = np.int64(cb) * bsz + cf
+        pwl[k] = np.uint32(bits & np.uint64(0xFFFFFFFF))
+        pwm[k] = np.uint16((bits >> np.uint64(32)) & np.uint64(0xFFFF))
+        pp[k] = pg[i]
+        pa[k] = am[i]
+        cf += 1
+    if cb >= 0:
+        bfill[cb] = cf
+    cnt[nb] += past
     return q
 
 
 _cal_place = _cal_place_py  # a helper (`_HELPERS`)
 
 
-def _cal_unlink_py(b, e, bsz, pw, pp, pa, nxt, free, nfree, ow, op, oa, q):
-    # block b's first e entries copied to (ow, op, oa) from q, the block put back on
-    # the free stack; returns the next block of its chain
+def _cal_unlink_py(b, bsz, pwl, pwm, pp, pa, bhi, bfill, nxt, free, nfree, ow, op, oa, q):
+    # block b's entries copied to (ow, op, oa) from q, their works rebuilt from the
+    # block's key and their low 48 bits; the block put back on the free stack; returns
+    # the next block of its chain
     s = np.int64(b) * bsz
-    for i in range(e):
-        ow[q + i] = pw[s + i]
+    top = np.uint64(bhi[b]) << np.uint64(48)
+    for i in range(bfill[b]):
+        bits = top | (np.uint64(pwm[s + i]) << np.uint64(32)) | np.uint64(pwl[s + i])
+        ow[q + i] = _u2f(bits)
         op[q + i] = pp[s + i]
         oa[q + i] = pa[s + i]
     free[nfree[0]] = b
@@ -654,37 +673,49 @@ def _cal_unlink_py(b, e, bsz, pw, pp, pa, nxt, free, nfree, ow, op, oa, q):
 _cal_unlink = _cal_unlink_py  # a helper (`_HELPERS`)
 
 
-def _cal_push_py(budget, r, w0, pages, arm, base, scale, lim, nb, bsz, pw, pp, pa, nxt,
-                 head, tail, fill, cnt, free, nfree, w, jb, order, near_w, near_p, near_a):
+def _cal_close_py(j, nb, opn, head, tail, cnt):
+    # bucket j emptied: no chain, no open block
+    head[j] = -1
+    tail[j] = -1
+    cnt[j] = 0
+    if j == nb:
+        for s in range(2 * nb, opn.shape[0]):
+            opn[s] = -1
+    else:
+        opn[2 * j] = -1
+        opn[2 * j + 1] = -1
+
+
+_cal_close = _cal_close_py  # a helper (`_HELPERS`)
+
+
+def _cal_push_py(budget, r, w0, pages, arm, base, scale, lim, nb, bsz, pwl, pwm, pp, pa,
+                 bhi, bfill, opn, nxt, head, tail, cnt, free, nfree, near_w, near_p, near_a):
     # fault work w0 + budget / r of each entry (numpy's order of operations), placed
-    # (w, jb, order: scratch of at least n entries)
-    return _cal_place(w, pages, arm, budget.shape[0], budget, r, w0, True, base, scale, lim,
-                      nb, bsz, pw, pp, pa, nxt, head, tail, fill, cnt, free, nfree, jb,
-                      order, near_w, near_p, near_a, 0)
+    return _cal_place(budget, pages, arm, budget.shape[0], budget, r, w0, True, base, scale,
+                      lim, nb, bsz, pwl, pwm, pp, pa, bhi, bfill, opn, nxt, head, tail, cnt,
+                      free, nfree, near_w, near_p, near_a, 0)
 
 
-def _cal_rebucket_py(src, base, scale, lim, nb, bsz, pw, pp, pa, nxt, head, tail, fill,
-                     cnt, free, nfree, bw, bp, ba, jb, order, ow, op, oa):
+def _cal_rebucket_py(src, base, scale, lim, nb, bsz, pwl, pwm, pp, pa, bhi, bfill, opn, nxt,
+                     head, tail, cnt, free, nfree, bw, bp, ba, ow, op, oa):
     # bucket src's entries (the one past the old window) placed again, in pieces of
     # at most the buffers' size, each piece's blocks freed once copied out (so the
     # entries need no second copy in the pool); returns how many went to (ow, op, oa)
     b = head[src]
-    last, lastfill = tail[src], fill[src]
-    head[src] = -1
-    tail[src] = -1
-    fill[src] = 0
-    cnt[src] = 0
+    _cal_close(src, nb, opn, head, tail, cnt)
     chunk = bw.shape[0]
     q = 0
     m = 0
     while b >= 0:
-        e = lastfill if b == last else bsz
-        b = _cal_unlink(b, e, bsz, pw, pp, pa, nxt, free, nfree, bw, bp, ba, m)
+        e = bfill[b]
+        b = _cal_unlink(b, bsz, pwl, pwm, pp, pa, bhi, bfill, nxt, free, nfree, bw, bp, ba,
+                        m)
         m += e
         if b < 0 or m + bsz > chunk:
-            q = _cal_place(bw, bp, ba, m, bw, bw, 0.0, False, base, scale, lim, nb, bsz, pw,
-                           pp, pa, nxt, head, tail, fill, cnt, free, nfree, jb, order, ow,
-                           op, oa, q)
+            q = _cal_place(bw, bp, ba, m, bw, bw, 0.0, False, base, scale, lim, nb, bsz,
+                           pwl, pwm, pp, pa, bhi, bfill, opn, nxt, head, tail, cnt, free,
+                           nfree, ow, op, oa, q)
             m = 0
     return q
 
@@ -743,21 +774,20 @@ def _lru_mark_py(flags, pages, active, referenced, tmp, act, done, node_map, nr_
         flags[done[j]] &= ~tmp
 
 
-def _cal_pop_py(j, bsz, pw, pp, pa, nxt, head, tail, fill, cnt, free, nfree, ow, op, oa):
-    # bucket j's entries in insertion order into (ow, op, oa); its blocks back on the
-    # free stack
+def _cal_pop_py(j, nb, bsz, pwl, pwm, pp, pa, bhi, bfill, opn, nxt, head, tail, cnt, free,
+                nfree, ow, op, oa):
+    # bucket j's entries into (ow, op, oa), block by block in chain order (so in
+    # insertion order among the entries of one key, which equal works share); its
+    # blocks back on the free stack
     b = head[j]
     q = 0
     while b >= 0:
-        m = fill[j] if b == tail[j] else bsz
-        b = _cal_unlink(b, m, bsz, pw, pp, pa, nxt, free, nfree, ow, op, oa, q)
-        q += m
-    head[j] = -1
-    tail[j] = -1
-    fill[j] = 0
-    cnt[j] = 0
+        e = bfill[b]
+        b = _cal_unlink(b, bsz, pwl, pwm, pp, pa, bhi, bfill, nxt, free, nfree, ow, op, oa,
+                        q)
+        q += e
+    _cal_close(j, nb, opn, head, tail, cnt)
     return q
-
 
 
 def _similar_pairs_py(h, valid, window, table):
@@ -2768,54 +2798,104 @@ class FaultCalendar:
     """Scheduled hint faults past the current bucket, unsorted: a calendar queue (R.
     Brown, CACM 1988) of `nbuckets` buckets of fault work over a window [base, top),
     whose windows grow geometrically as a ladder queue's rungs do, plus one bucket for
-    the works past `top`. An entry is (fault work, page, arm index), 14 bytes: the arm
-    index takes 2 while every one fits (`fit_arm`; tpp at 10x bench_memsim armed 7,986
-    times in 600 simulated s), since the pool holds nearly every page at once when the
-    scan covers memory faster than it is touched (issue 18's target 3). Entries are
-    stored in blocks of `bsz` chained per bucket; the blocks are a pool sized for every
-    page armed at once plus a partial block per bucket, allocated untouched (only the
-    blocks ever used become resident) and reused from a free stack. Only the buckets
-    the work reaches are sorted (`ScheduledHintFaults`): an armed page that never
-    faults costs a bucket append, not a sort and its share of merges (tpp at 10x
-    bench_memsim armed 207 M pages, of which 109 M faulted)."""
+    the works past `top`. An entry is (fault work, page, arm index), 12 bytes, since the
+    pool holds nearly every page at once when the scan covers memory faster than it is
+    touched (issue 18's target 3):
+    - the arm index takes 2 bytes while every one fits (`fit_arm`; tpp at 10x
+      bench_memsim armed 7,986 times in 600 simulated s);
+    - the work, a float64, keeps its low 48 bits in the entry and its top 16 (sign,
+      exponent and 4 bits of mantissa: its key) once per block, every entry of a block
+      sharing them. A window's bucket spans less than a key does (a key at v >= base
+      spans over v / 32; a bucket, 15 base / 1024), so it holds at most two keys, of
+      either parity, each with its open block; the bucket past the window has an open
+      block per key. Works come back bit for bit.
+    Entries are stored in blocks of `bsz` chained per bucket; the blocks are a pool
+    sized for every page armed at once plus the open blocks, allocated untouched (only
+    the blocks ever used become resident), reused from a free stack and grown
+    (`_reserve`) only where a window breaks the two-key rule (the first, [0, 1), whose
+    buckets span many exponents). Only the buckets the work reaches are sorted
+    (`ScheduledHintFaults`): an armed page that never faults costs a bucket append, not
+    a sort and its share of merges (tpp at 10x bench_memsim armed 207 M pages, of which
+    109 M faulted)."""
 
     #: each window spans [w, growth x w) of work (tpp at 10x bench_memsim: 4, 16 and 64
     #: took 48, 39 and 41 s side by side; fewer rolls against coarser buckets)
     growth = 16.0
+    #: the keys of a work (its top 16 bits): the bucket past the window's open blocks
+    KEYS = 1 << 16
 
     def __init__(self, npages: int, pdt, nbuckets: int = 1024, bsz: int = 64):
         self.nb, self.bsz = int(nbuckets), int(bsz)
-        nblocks = -(-int(npages) // self.bsz) + self.nb + 2
-        self.pw = np.empty(nblocks * self.bsz)
+        k = self.nb + 1
+        nblocks = -(-int(npages) // self.bsz) + 2 * k + self.KEYS
+        self.pwl = np.empty(nblocks * self.bsz, np.uint32)
+        self.pwm = np.empty(nblocks * self.bsz, np.uint16)
         self.pp = np.empty(nblocks * self.bsz, pdt)
         self.pa = np.empty(nblocks * self.bsz, np.uint16)
+        self.bhi = np.empty(nblocks, np.uint16)
+        self.bfill = np.empty(nblocks, np.int32)
         self.nxt = np.empty(nblocks, np.int32)
         self.free = np.arange(nblocks - 1, -1, -1, dtype=np.int32)  # block 0 on top
         self.nfree = np.array([nblocks], np.int64)
-        k = self.nb + 1
+        self.opn = np.full(2 * self.nb + self.KEYS, -1, np.int32)  # open block per slot
         self.head = np.full(k, -1, np.int32)
         self.tail = np.full(k, -1, np.int32)
-        self.fill = np.zeros(k, np.int64)
         self.cnt = np.zeros(k, np.int64)
         #: window [base, base + nb / scale); cur: the last bucket handed out
         self.base, self.scale, self.cur = 0.0, 0.0, -1
+        self._tight = False  # whether each bucket of the window spans at most two keys
         self._buf = Scratch()  # push and roll work arrays (`_scratch`)
         self.new_window(0.0)
 
+    def _state(self):
+        """The arrays the kernels update, in their order."""
+        return (self.pwl, self.pwm, self.pp, self.pa, self.bhi, self.bfill, self.opn,
+                self.nxt, self.head, self.tail, self.cnt, self.free, self.nfree)
+
     def __len__(self) -> int:
         return int(self.cnt.sum())
+
+    def _used_end(self) -> int:
+        """One past the highest block in use (0 if none)."""
+        used = np.ones(self.nxt.shape[0], np.bool_)
+        used[self.free[:int(self.nfree[0])]] = False
+        return int(np.flatnonzero(used)[-1]) + 1 if used.any() else 0
 
     def fit_arm(self, arm: int) -> None:
         """Make room for arm index `arm`: past 2 bytes, the arm indexes widen to 4 (a
         copy of the blocks up to the highest one in use; the others stay untouched)."""
         if arm <= np.iinfo(self.pa.dtype).max:
             return
-        used = np.ones(self.nxt.shape[0], np.bool_)
-        used[self.free[:int(self.nfree[0])]] = False
-        hi = (int(np.flatnonzero(used)[-1]) + 1) * self.bsz if used.any() else 0
+        hi = self._used_end() * self.bsz
         pa = np.empty(self.pa.shape[0], np.uint32)
         pa[:hi] = self.pa[:hi]
         self.pa = pa
+
+    def _reserve(self, n: int) -> None:
+        """At least n free blocks: where a window's buckets span more than two keys,
+        each entry may open a block. The pool grows by copying the blocks up to the
+        highest in use; the new blocks go under the free ones."""
+        have = int(self.nfree[0])
+        if have >= n:
+            return
+        old = self.nxt.shape[0]
+        new = old + max(n - have, old // 2)
+        hi = self._used_end()
+        for name in ("pwl", "pwm", "pp", "pa"):
+            a = getattr(self, name)
+            b = np.empty(new * self.bsz, a.dtype)
+            b[:hi * self.bsz] = a[:hi * self.bsz]
+            setattr(self, name, b)
+        for name in ("bhi", "bfill", "nxt"):
+            a = getattr(self, name)
+            b = np.empty(new, a.dtype)
+            b[:hi] = a[:hi]
+            setattr(self, name, b)
+        free = np.empty(new, np.int32)
+        free[:new - old] = np.arange(new - 1, old - 1, -1, dtype=np.int32)
+        free[new - old:new - old + have] = self.free[:have]
+        self.free = free
+        self.nfree[0] = have + new - old
 
     def index(self, w: float) -> float:
         """The bucket coordinate of work w ((w - base) x scale, as the kernel computes
@@ -2827,28 +2907,27 @@ class FaultCalendar:
         at or before the current bucket, in input order, which the caller keeps sorted
         itself."""
         n = budget.shape[0]
-        sw, sp, sa, s1, s2, sw2 = self._scratch(n)
+        if not self._tight:
+            self._reserve(n)
+        sw, sp, sa = self._scratch(n)
         q = _kernel("cal_push")(budget, r, float(w0), pages, arm, self.base, self.scale,
-                                float(self.cur + 1), self.nb, self.bsz, self.pw, self.pp,
-                                self.pa, self.nxt, self.head, self.tail, self.fill,
-                                self.cnt, self.free, self.nfree, sw2, s1, s2, sw, sp, sa)
+                                float(self.cur + 1), self.nb, self.bsz, *self._state(),
+                                sw, sp, sa)
         return sw[:q].copy(), sp[:q].copy(), sa[:q].copy()
 
     def _scratch(self, n: int):
-        """n entries of each work array (works, pages, arm indexes, two int64 and works
-        again), kept between calls (`Scratch`)."""
-        return self._buf.get((np.float64, n), (self.pp.dtype, n), (np.uint32, n),
-                             (np.int64, n), (np.int64, n), (np.float64, n))
+        """n entries of each work array (works, pages, arm indexes), kept between calls
+        (`Scratch`)."""
+        return self._buf.get((np.float64, n), (self.pp.dtype, n), (np.uint32, n))
 
     def pop(self, j: int):
         """(works, pages, arm) of bucket j (nbuckets: past the window), in insertion
-        order; the bucket is left empty."""
+        order among the entries of one key (so of equal works); the bucket is left
+        empty."""
         n = int(self.cnt[j])
         ow, op, oa = np.empty(n), np.empty(n, self.pp.dtype), np.empty(n, np.uint32)
         if n:
-            _kernel("cal_pop")(int(j), self.bsz, self.pw, self.pp, self.pa, self.nxt,
-                               self.head, self.tail, self.fill, self.cnt, self.free,
-                               self.nfree, ow, op, oa)
+            _kernel("cal_pop")(int(j), self.nb, self.bsz, *self._state(), ow, op, oa)
         return ow, op, oa
 
     def drain(self):
@@ -2866,6 +2945,11 @@ class FaultCalendar:
         if not 0.0 < scale < math.inf:
             scale = float(self.nb)  # a window of one unit of work at w = 0
         self.base, self.scale, self.cur = float(w), scale, -1
+        # a bucket spans at most half the key of its least work (2^(e-4) for works in
+        # [2^e, 2^(e+1))): then it meets at most two keys
+        m, e = math.frexp(self.base)
+        self._tight = (self.base >= sys.float_info.min and math.isfinite(self.base)
+                       and 2.0 / scale <= math.ldexp(1.0, e - 5))
 
     def roll(self, w: float):
         """`new_window(w)`, then the entries past the old window into the new one's
@@ -2876,12 +2960,13 @@ class FaultCalendar:
         ow, op, oa = np.empty(n), np.empty(n, self.pp.dtype), np.empty(n, np.uint32)
         q = 0
         if n:
+            if not self._tight:
+                self._reserve(n)
             m = min(n, max(ROLL_PIECE, self.bsz))
-            bw, bp, ba, jb, order, _ = self._scratch(m)
+            bw, bp, ba = self._scratch(m)
             q = _kernel("cal_rebucket")(
                 self.nb, self.base, self.scale, float(self.cur + 1), self.nb, self.bsz,
-                self.pw, self.pp, self.pa, self.nxt, self.head, self.tail, self.fill,
-                self.cnt, self.free, self.nfree, bw, bp, ba, jb, order, ow, op, oa)
+                *self._state(), bw, bp, ba, ow, op, oa)
         return ow[:q].copy(), op[:q].copy(), oa[:q].copy()
 
 
