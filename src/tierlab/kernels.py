@@ -610,7 +610,7 @@ def _cal_place_py(w, pg, am, n, b, r, w0, div, base, scale, lim, nb, bsz, pwl, p
     # appended to is kept with its key and fill in registers (a counter or a fill in
     # memory, incremented at every entry, cost 7 ns an entry).
     past = 0
-    cb, ch, cf = np.int32(-1), np.uint16(0), np.int32(0)
+    cb, cj, ch, cf = np.int32(-1), np.int64(-1), np.uint16(0), np.int32(0)
     for i in range(n):
         wi = w0 + b[i] / r[i] if div else w[i]
         x = (wi - base) * scale
@@ -628,9 +628,9 @@ def _cal_place_py(w, pg, am, n, b, r, w0, div, base, scale, lim, nb, bsz, pwl, p
             past += 1
         bits = _f2u(wi)
         h = np.uint16(bits >> np.uint64(48))
-        sl = 2 * nb + np.int64(h) if j == nb else 2 * j + np.int64(h & np.uint16(1))
-        blk = opn[sl]
-        if blk != cb or cf == bsz or ch != h:
+        if j != cj or h != ch or cf == bsz:  # else the slot's open block is cb
+            sl = 2 * nb + np.int64(h) if j == nb else 2 * j + np.int64(h & np.uint16(1))
+            blk = opn[sl]
             if cb >= 0:
                 bfill[cb] = cf
             if blk < 0 or bfill[blk] == bsz or bhi[blk] != h:
@@ -638,7 +638,7 @@ def _cal_place_py(w, pg, am, n, b, r, w0, div, base, scale, lim, nb, bsz, pwl, p
                 bhi[blk] = h
                 bfill[blk] = 0
                 opn[sl] = blk
-            cb, ch, cf = blk, h, bfill[blk]
+            cb, cj, ch, cf = blk, j, h, bfill[blk]
         k = np.int64(cb) * bsz + cf
         pwl[k] = np.uint32(bits & np.uint64(0xFFFFFFFF))
         pwm[k] = np.uint16((bits >> np.uint64(32)) & np.uint64(0xFFFF))
