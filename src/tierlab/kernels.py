@@ -2947,7 +2947,7 @@ class FaultCalendar:
         self.base, self.scale, self.cur = float(w), scale, -1
         # a bucket spans at most half the key of its least work (2^(e-4) for works in
         # [2^e, 2^(e+1))): then it meets at most two keys
-        m, e = math.frexp(self.base)
+        e = math.frexp(self.base)[1]
         self._tight = (self.base >= sys.float_info.min and math.isfinite(self.base)
                        and 2.0 / scale <= math.ldexp(1.0, e - 5))
 
