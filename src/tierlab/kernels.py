@@ -2269,6 +2269,11 @@ def lru_sweep(nodebits, node: int, start: int, limit: int, sel, sel_on: bool, pa
     return int(res[0]), int(res[1]), int(res[2]), int(res[3]), cold[:res[4]]
 
 
+def page_dtype(npages: int):
+    """Page numbers in 4 bytes while every page fits (5 TiB of 4 KiB pages do), else 8."""
+    return np.int32 if int(npages) < 2**31 else np.int64
+
+
 class LruLists:
     """The two LRU lists of one node (flags & mask == 0 or == mask), tail first: pages
     ordered by their insertion index (`inserted`, < ntimes), equal indexes by address,
@@ -2283,7 +2288,7 @@ class LruLists:
                      flags, np.uint8(mask))
         self.mask, self.inserted = int(mask), inserted
         # page numbers in 4 bytes while they fit (5 TiB of 4 KiB pages do)
-        self._pdt = np.int32 if node_map.shape[0] < 2**31 else np.int64
+        self._pdt = page_dtype(node_map.shape[0])
         self.hist = _kernel("list_hist")(*self.args, inserted, int(ntimes))
 
     def lengths(self):
@@ -2559,7 +2564,7 @@ def pages_by_byte(node_map, blocks, block: int, node: int, byte, lut,
     is large enough and of that type: a caller that refreshes such a list often saves
     the page faults of a fresh array each time."""
     total = int(blocks[:, node].sum())
-    pdt = np.int32 if node_map.shape[0] < 2**31 else np.int64
+    pdt = page_dtype(node_map.shape[0])
     if buf is None or buf.shape[0] < total or buf.dtype != pdt:
         buf = np.empty(total, pdt)
     out = buf[:total]
@@ -2866,10 +2871,21 @@ class FaultCalendar:
         copy of the blocks up to the highest one in use; the others stay untouched)."""
         if arm <= np.iinfo(self.pa.dtype).max:
             return
-        hi = self._used_end() * self.bsz
-        pa = np.empty(self.pa.shape[0], np.uint32)
-        pa[:hi] = self.pa[:hi]
-        self.pa = pa
+        self._regrow(self.nxt.shape[0], pa=np.uint32)
+
+    def _regrow(self, nblocks: int, **dtypes) -> None:
+        """The pool's arrays for `nblocks` blocks, of `dtypes` where given (by name),
+        holding the blocks up to the highest one in use (the rest stay untouched)."""
+        hi = self._used_end()
+        grow = nblocks != self.nxt.shape[0]
+        for name, per in (("pwl", self.bsz), ("pwm", self.bsz), ("pp", self.bsz),
+                          ("pa", self.bsz), ("bhi", 1), ("bfill", 1), ("nxt", 1)):
+            a = getattr(self, name)
+            if not grow and name not in dtypes:
+                continue
+            b = np.empty(nblocks * per, dtypes.get(name, a.dtype))
+            b[:hi * per] = a[:hi * per]
+            setattr(self, name, b)
 
     def _reserve(self, n: int) -> None:
         """At least n free blocks: where a window's buckets span more than two keys,
@@ -2880,17 +2896,7 @@ class FaultCalendar:
             return
         old = self.nxt.shape[0]
         new = old + max(n - have, old // 2)
-        hi = self._used_end()
-        for name in ("pwl", "pwm", "pp", "pa"):
-            a = getattr(self, name)
-            b = np.empty(new * self.bsz, a.dtype)
-            b[:hi * self.bsz] = a[:hi * self.bsz]
-            setattr(self, name, b)
-        for name in ("bhi", "bfill", "nxt"):
-            a = getattr(self, name)
-            b = np.empty(new, a.dtype)
-            b[:hi] = a[:hi]
-            setattr(self, name, b)
+        self._regrow(new)
         free = np.empty(new, np.int32)
         free[:new - old] = np.arange(new - 1, old - 1, -1, dtype=np.int32)
         free[new - old:new - old + have] = self.free[:have]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import SortedRun, push_tiered, take_through
+from ..kernels import SortedRun, page_dtype, push_tiered, take_through
 from .memory import UNALLOC
 
 #: a page's shadow generation: 2 bytes, so that a generation wraps (and forces a
@@ -53,7 +53,7 @@ class ShadowCopies:
         #: double when full (a copy of every entry at each `add` made NOMAD quadratic
         #: in its promotions; the places past `_n` stay untouched): the shadowed pages
         #: (live or stale; 4 bytes while page numbers fit) and each entry's generation
-        self._pdt = np.int32 if mem.npages < 2**31 else np.int64
+        self._pdt = page_dtype(mem.npages)
         self._pages = np.zeros(1024, dtype=self._pdt)
         self._egen = np.zeros(1024, dtype=GEN)
         self._n = 0

@@ -63,7 +63,7 @@ import numpy as np
 from ..field import uniq
 from ..heap import trim
 from ..kernels import (FaultCalendar, PageBits, Scratch, SortedRun, argsort_untied,
-                       poll_faults, push_tiered, scan_arm, take_through)
+                       page_dtype, poll_faults, push_tiered, scan_arm, take_through)
 from ..units import PAGE, parse_duration, parse_size, truthy
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
@@ -132,7 +132,7 @@ class ScheduledHintFaults(HintFaults):
         n = int(npages if npages is not None else source.npages)
         self._flag = PageBits.zeros(n)
         #: page numbers in 4 bytes while they fit (5 TiB of 4 KiB pages do)
-        self._pdt = np.int32 if n < 2**31 else np.int64
+        self._pdt = page_dtype(n)
         #: the time of each arm() call; entries hold an index into it
         self._arm_t = np.zeros(1024)
         self._narm_t = 0

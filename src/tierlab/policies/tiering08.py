@@ -98,7 +98,7 @@ import numpy as np
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..field import uniq
-from ..kernels import PageBits
+from ..kernels import PageBits, page_dtype
 from ..monitors.base import Monitor, backend_of
 from ..monitors.hint_faults import make_hint_faults
 from ..monitors.primitives import PTE_CHECK_SECONDS
@@ -240,7 +240,7 @@ class NumaScanner(Monitor):
         #: lazy pages made PROT_NONE, a bit each (the others' bit is the fault
         #: generator's); None without lazy nodes
         self.lazy_armed = PageBits.zeros(sim.mem.npages) if self.lazy.any() else None
-        self._lazy_dt = np.int32 if sim.mem.npages < 2**31 else np.int64
+        self._lazy_dt = page_dtype(sim.mem.npages)
         self._pass = {"faults": 0, "local": 0, "failed": 0}
         # totals
         self.faults = 0
