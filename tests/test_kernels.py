@@ -302,24 +302,39 @@ def test_similar_pairs_is_every_window_counted(valid, window, nregions, seed, ru
                                   table[c[:-1], c[1:]].all(axis=1))
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.integers(0, 5000), st.integers(1, 40), st.integers(0, 2**32 - 1),
-       st.sampled_from([np.uint16, np.uint32]))
-def test_lru_lists_are_a_stable_sort_by_insertion(npages, ntimes, seed, dtype):
-    """Each list (and its older half) is the node's pages with the flag set or clear,
-    stably sorted by insertion index from address order, as numpy's argsort gives."""
-    from tierlab.kernels import LruLists, Scratch
-    rng = np.random.default_rng(seed)
+def _lru_pages(rng, npages, ntimes, dtype, run):
+    """A node map (node 0's pages: whole blocks of 64 with and without them, and
+    mixed ones), flags and insertion indexes, constant over runs of up to `run`
+    addresses (the lists' runs that the passes count and keep in registers)."""
     node_map = rng.choice(np.array([0, 1, 255], np.uint8), npages, p=[0.5, 0.3, 0.2])
     node_map[: npages // 3] = 1  # whole blocks without node 0: skipped by their counts
-    flags = rng.integers(0, 8, npages).astype(np.uint8)
-    inserted = rng.integers(0, ntimes, npages).astype(dtype)
+    node_map[npages // 3: npages // 2] = 0  # and whole blocks of it
+    cuts = np.flatnonzero(rng.random(npages) < 1 / run)
+    seg = np.searchsorted(cuts, np.arange(npages), side="right")
+    flags = rng.integers(0, 8, len(cuts) + 1).astype(np.uint8)[seg]
+    inserted = rng.integers(0, ntimes, len(cuts) + 1).astype(dtype)[seg]
     block = 64
     nb = -(-npages // block)
     blocks = np.array([(node_map[b * block:(b + 1) * block] == 0).sum() for b in range(nb)],
                       dtype=np.int32)
+    return node_map, flags, inserted, blocks, block
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 5000), st.integers(1, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from([np.uint16, np.uint32]), st.sampled_from([1, 8, 300]))
+def test_lru_lists_are_a_stable_sort_by_insertion(npages, ntimes, seed, dtype, run):
+    """Each list (and its older half) is the node's pages with the flag set or clear,
+    stably sorted by insertion index from address order, as numpy's argsort gives; the
+    runs counted are the address-order stretches of the node's pages of one list and
+    index."""
+    from tierlab.kernels import LruLists, Scratch
+    rng = np.random.default_rng(seed)
+    node_map, flags, inserted, blocks, block = _lru_pages(rng, npages, ntimes, dtype, run)
     lists = LruLists(node_map, 0, blocks, block, flags, 1, inserted, ntimes)
     on = np.flatnonzero(node_map == 0)
+    key = (flags[on] & 1).astype(np.int64) * ntimes + inserted[on]
+    assert lists.runs == (int((np.diff(key) != 0).sum()) + 1 if len(on) else 0)
     for active in (False, True):
         mine = on[((flags[on] & 1) != 0) == active]
         want = mine[np.argsort(inserted[mine], kind="stable")]
@@ -348,6 +363,82 @@ def test_lru_lists_are_a_stable_sort_by_insertion(npages, ntimes, seed, dtype):
         np.testing.assert_array_equal(qm, wm)
         assert q0.dtype == w0.dtype
         assert q0.base is scratch.arrays[0]  # written in place, not a fresh array
+
+
+def _draw_tables(rng, npages, multi):
+    """`RateSource.draw_tables`-shaped tables of one epoch or of two (concatenated,
+    each with its sentinel row first), with rates that set some bits and not others."""
+    ks = [int(rng.integers(0, 6)) for _ in range(2 if multi else 1)]
+    starts = [np.sort(rng.choice(max(npages, 6), k, replace=False)) for k in ks]
+    soff = np.concatenate(([0], np.cumsum(ks))).astype(np.int64)
+    rate = rng.random(sum(ks) + len(ks)) * 2
+    ends = rng.integers(0, max(npages, 1) + 1, rate.shape[0]).astype(np.int64)
+    ne = len(ks)
+    return (np.concatenate(starts).astype(np.int64), soff if multi else np.zeros(2, np.int64),
+            rate, ends, rng.random(ne), rng.random(ne) < 0.5, 3 + rng.random(ne),
+            bool(multi))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 4000), st.integers(1, 12), st.integers(0, 2**32 - 1),
+       st.sampled_from([1, 8, 300]), st.booleans())
+def test_nimble_aging_in_one_pass_is_listing_drawing_and_aging_apart(npages, ntimes, seed,
+                                                                     run, multi):
+    """`LruLists.age_inactive` (Nimble's aging of the inactive list's first pages in
+    one pass): the activated pages, the active list's first pages, every page's flags,
+    insertion and check indexes, and the generator left after, as listing the pages
+    (`first`), drawing their bits in list order (`draw_accessed`) and `nimble_inactive`
+    give them, whatever the interleaving of indexes in address order, with one epoch's
+    tables or several's."""
+    from tierlab import kernels
+    from tierlab.kernels import LruLists
+    if not kernels._numba():
+        pytest.skip("the one pass needs numba")
+    rng = np.random.default_rng(seed)
+    node_map, flags, inserted, blocks, block = _lru_pages(rng, npages, ntimes, np.uint16, run)
+    checked = np.minimum(inserted, rng.integers(0, ntimes, npages)).astype(np.uint16)
+    w_tab = np.sort(rng.random(ntimes + 1)) * 3
+    draws = (w_tab, _draw_tables(rng, npages, multi))
+    t = ntimes  # now: a new index
+    state = [(flags.copy(), inserted.copy(), checked.copy()) for _ in range(2)]
+    n_in, n_act = LruLists(node_map, 0, blocks, block, flags, 1, inserted,
+                           ntimes + 1).lengths()
+    n_clear, n_set = int(rng.integers(0, n_in + 1)), int(rng.integers(0, n_act + 1))
+    (fa, ia, ca), (fb, ib, cb) = state
+    gen_a, gen_b = np.random.default_rng(seed + 1), np.random.default_rng(seed + 1)
+    old_min = kernels.RUN_MIN
+    kernels.RUN_MIN = 0  # every interleaving, however short its runs
+    try:
+        up, act = LruLists(node_map, 0, blocks, block, fa, 1, ia, ntimes + 1).age_inactive(
+            n_clear, n_set, ca, 2, t, draws, gen_a)
+    finally:
+        kernels.RUN_MIN = old_min
+    scan, act_b = LruLists(node_map, 0, blocks, block, fb, 1, ib, ntimes + 1).first(
+        n_clear, n_set)
+    ref = np.zeros(scan.shape[0], bool)
+    assert kernels.draw_accessed(ref, gen_b, scan, cb, True, *draws)
+    upm = kernels.nimble_inactive(scan, ref, fb, ib, cb, t, 1, 2)
+    np.testing.assert_array_equal(up, np.sort(scan[upm]))
+    np.testing.assert_array_equal(act, act_b)
+    for x, y in ((fa, fb), (ia, ib), (ca, cb)):
+        np.testing.assert_array_equal(x, y)
+    assert gen_a.bit_generator.state == gen_b.bit_generator.state
+
+
+def test_pcg_advance_is_numpys():
+    """The kernels' jump-ahead of the PCG64 state (`_pcg_advance`) against numpy's
+    `advance`, from 0 to 2^40 steps."""
+    from tierlab import kernels
+    if not kernels._numba():
+        pytest.skip("needs numba")
+    kernels._kernel("list_emit")  # compiles the helpers
+    for q in (0, 1, 2, 3, 7, 1000, 65537, 2**40 + 5):
+        g = np.random.default_rng(2**63 + q)
+        s, inc = g.bit_generator.state["state"]["state"], g.bit_generator.state["state"]["inc"]
+        hi, lo = kernels._pcg_advance(np.uint64(s >> 64), np.uint64(s & (2**64 - 1)), q,
+                                      kernels.pcg64_jump(inc))
+        g.bit_generator.advance(q)
+        assert (int(hi) << 64) | int(lo) == g.bit_generator.state["state"]["state"]
 
 
 def test_without_numba_the_guest_path_still_answers(monkeypatch):

@@ -247,10 +247,11 @@ def _cooled_bin_py(c, pc, clock, max_shift, nbins):
 _HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
             "_cal_unlink", "_cal_close", "_time_at", "_cooled_bin", "_lap_bytes",
             "_pcg_step", "_pcg_double", "_pcg64_fill", "_sub_expected", "_sub_expected_eps",
-            "_draw_block", "_draw_pages", "_walk_init", "_walk", "_word_mask")
+            "_draw_block", "_draw_pages", "_walk_init", "_walk", "_word_mask",
+            "_pcg_advance", "_list_bounds", "_nimble_flush", "_inactive_rule")
 #: helpers compiled inline into their callers (`_inline_jit`)
 _INLINE = ("_lap_bytes", "_time_at", "_cooled_bin", "_pcg_step", "_pcg_double", "_upper",
-           "_lower", "_word_mask")
+           "_lower", "_word_mask", "_inactive_rule")
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
 _time_at, _cooled_bin = _time_at_py, _cooled_bin_py
 
@@ -401,7 +402,25 @@ def _pcg64_fill_py(st, jump, u, m):
     st[1] = lo
 
 
+def _pcg_advance_py(hi, lo, q, jump):
+    # the state (hi, lo) q steps on (jump[0]: one step's A, C): Brown's jump-ahead,
+    # O(log q) 128-bit multiplies (numpy's PCG64 `advance`)
+    z = np.uint64(0)
+    ah, al, ch, cl = z, np.uint64(1), z, z  # the steps so far: A = 1, C = 0
+    mh, ml, ph, pl = jump[0, 0], jump[0, 1], jump[0, 2], jump[0, 3]
+    while q > 0:
+        if q & 1:
+            ah, al = _pcg_step(ah, al, mh, ml, z, z)
+            ch, cl = _pcg_step(ch, cl, mh, ml, ph, pl)
+        m1 = ml + np.uint64(1)  # (A + 1), for C of twice the steps: C (A + 1)
+        ph, pl = _pcg_step(ph, pl, mh + (np.uint64(1) if m1 == z else z), m1, z, z)
+        mh, ml = _pcg_step(mh, ml, mh, ml, z, z)
+        q >>= 1
+    return _pcg_step(hi, lo, ah, al, ch, cl)
+
+
 _pcg_step, _pcg_double, _pcg64_fill = _pcg_step_py, _pcg_double_py, _pcg64_fill_py
+_pcg_advance = _pcg_advance_py
 
 
 def _poll_faults_py(pages, works, arm, arm_t, ta, wa, lo, now, flag):
@@ -958,67 +977,183 @@ def _sorted_find_numpy(keys, q, pos, hit):
     hit[ok] = keys[pos[ok]] == q[ok]
 
 
-def _list_hist_py(node_map, node, blocks, block, flags, mask, inserted, ntimes):
+def _list_hist_py(node_map, node, blocks, block, flags, mask, inserted, ntimes, nruns):
+    # (nruns[0]: the runs counted, address-order stretches of the node's pages of one
+    # list and index)
     n = node_map.shape[0]
-    # four interleaved counts per index (by page % 4): runs of equal indexes do not
-    # wait on one counter
-    part = np.zeros((4, 2, ntimes), np.int64)
+    hist = np.zeros((2, ntimes), np.int64)
+    flat = hist.reshape(2 * ntimes)
+    # a run of pages of one list and index is counted in a register, added at its end:
+    # an increment in memory per page waits on the one before (store to load)
+    cur, run = 0, 0
     for b in range(blocks.shape[0]):
-        if blocks[b] == 0:
+        nb = blocks[b]
+        if nb == 0:
             continue
-        for p in range(b * block, min((b + 1) * block, n)):
-            if node_map[p] == node:
-                part[p & 3, 1 if (flags[p] & mask) != 0 else 0, inserted[p]] += 1
-    return part[0] + part[1] + part[2] + part[3]
+        lo, hi = b * block, min((b + 1) * block, n)
+        full = nb == hi - lo  # every page of the block is the node's
+        for p in range(lo, hi):
+            if full or node_map[p] == node:
+                key = (ntimes if (flags[p] & mask) != 0 else 0) + inserted[p]
+                if key == cur:
+                    run += 1
+                else:
+                    flat[cur] += run
+                    nruns[0] += 1 if run else 0
+                    cur, run = key, 1
+    flat[cur] += run
+    nruns[0] += 1 if run else 0
+    return hist
 
 
-def _list_emit_py(node_map, node, blocks, block, flags, mask, inserted, hist, take, out0,
-                  out1, track, use_track, mins):
-    # the first take[k] pages of list k into out0[:take[0]] and out1[:take[1]]
-    n = node_map.shape[0]
+def _list_bounds_py(hist, take, pos, end):
+    # per list k and index u (at k * ntimes + u): where its next page goes in the
+    # list's output (pos) and where its part ends (end): all its pages below the index
+    # reached by the list's first take[k] pages, the first ones in address order at
+    # that index, none above; returns take's sum
     ntimes = hist.shape[1]
-    outs = (out0[:take[0]], out1[:take[1]])
-    # per list: the insertion index v reached by its first take pages, how many of
-    # index v to take (in address order), and where each index's pages go
-    v = np.zeros(2, np.int64)
-    need = np.zeros(2, np.int64)
-    pos = np.zeros((2, ntimes), np.int64)
     left = 0
     for k in range(2):
         m = take[k]
         left += m
-        if m == 0:
-            v[k] = -1
-            continue
-        cum, u = 0, 0
-        while cum + hist[k, u] < m:
-            cum += hist[k, u]
-            u += 1
-        v[k], need[k] = u, m - cum
         s = 0
-        for w in range(u + 1):
-            pos[k, w] = s
-            s += hist[k, w]
+        for u in range(ntimes):
+            if s >= m:
+                break
+            pos[k * ntimes + u] = s
+            s = min(s + hist[k, u], m)
+            end[k * ntimes + u] = s
+    return left
+
+
+_list_bounds = _list_bounds_py  # a helper (`_HELPERS`)
+
+
+def _inactive_rule_py(f, ref, active, referenced):
+    # shrink_inactive_page_list on a page of flags f, referenced (ref) or not: two
+    # touches activate (returns the new flags and whether it was activated)
+    if ref:
+        act = (f & referenced) != 0
+        return (f | referenced | (active if act else 0)), act
+    return f & ~referenced, False
+
+
+_inactive_rule = _inactive_rule_py  # a helper (`_HELPERS`)
+
+
+def _nimble_flush_py(buf, m, lam, u, ref, checked, w_tab, starts, soff, rate, ends, w_a,
+                     use_max, whi, multi, rs, jump, prev, c, flags, inserted, t, mask,
+                     referenced, up, nup):
+    # `_list_emit`'s m buffered pages of one index: their bits drawn from its
+    # stream state rs (`_draw_pages`, as `_draw_accessed` draws them), then
+    # `nimble_inactive`'s rule; returns (prev, c, pages activated so far)
+    prev, c = _draw_pages(lam, u, buf[:m], checked, True, w_tab, starts, soff, rate, ends,
+                          w_a, use_max, whi, multi, rs, jump, ref, 0, prev, c)
+    for i in range(m):
+        p = buf[i]
+        f, act = _inactive_rule(flags[p], ref[i], mask, referenced)
+        if act:
+            up[nup] = p
+            nup += 1
+        flags[p] = f
+        inserted[p] = t
+        checked[p] = t
+    return prev, c, nup
+
+
+_nimble_flush = _nimble_flush_py  # a helper (`_HELPERS`)
+
+
+def _list_emit_py(node_map, node, blocks, block, flags, mask, inserted, hist, take, out0,
+                  out1, track, use_track, mins, draw, referenced, checked, up, t, w_tab,
+                  starts, soff, rate, ends, w_a, use_max, whi, multi, st, jump, bh, bl, buf,
+                  lam, u, ref):
+    # the first take[k] pages of list k (list order: insertion index, then address)
+    # into out0[:take[0]] and out1[:take[1]], with min(track) of each list's in mins
+    # if use_track; or, with `draw`, Nimble's aging of list 0's (`Nimble._age`: the
+    # accessed bits of `AccessedBits.test_since_table` and `nimble_inactive`) in the
+    # same pass instead of listing them: each page's bit drawn as `_draw_accessed`
+    # draws it at its place in the list (an index's pages draw on from the stream
+    # state where its part of the list starts, kept in bh, bl), in blocks of pages of
+    # one index up to buf's size (`_nimble_flush`), then the rule applied, the
+    # activated pages into up in address order, and st left take[0] steps on. Returns
+    # how many were activated.
+    n = node_map.shape[0]
+    ntimes = hist.shape[1]
+    pos = np.zeros(2 * ntimes, np.int64)
+    end = np.zeros(2 * ntimes, np.int64)
+    left = _list_bounds(hist, take, pos, end)
+    if draw:
+        for v in range(ntimes):
+            if end[v] > pos[v]:
+                bh[v], bl[v] = _pcg_advance(st[0], st[1], pos[v], jump)
+        st[0], st[1] = _pcg_advance(st[0], st[1], take[0], jump)
     if left == 0:
-        return outs
+        return 0
+    rs = np.empty(2, np.uint64)
+    # the current run's list and index (cur), place (q) and end (e) in registers,
+    # written back when the run ends (a place kept in memory per page waits on the
+    # store before it); as mn0, mn1 for mins; the pages buffered (m) are of one
+    # index (bk), drawn from its stream state (rs) before a page of another index is
+    # buffered
+    cur = 0
+    q, e = pos[0], end[0]
+    mn0, mn1 = mins[0], mins[1]
+    bk = 0
+    rs[0], rs[1] = bh[0], bl[0]
+    prev, c = np.nan, 0.0
+    nup, m = 0, 0
     for b in range(blocks.shape[0]):
-        if blocks[b] == 0:
+        nb = blocks[b]
+        if nb == 0:
             continue
-        for p in range(b * block, min((b + 1) * block, n)):
-            if node_map[p] == node:
-                k = 1 if (flags[p] & mask) != 0 else 0
-                t = inserted[p]
-                if t < v[k] or (t == v[k] and need[k] > 0):
-                    outs[k][pos[k, t]] = p
-                    if use_track and track[p] < mins[k]:
-                        mins[k] = track[p]
-                    pos[k, t] += 1
-                    if t == v[k]:
-                        need[k] -= 1
+        a0, a1 = b * block, min((b + 1) * block, n)
+        full = nb == a1 - a0
+        for p in range(a0, a1):
+            if full or node_map[p] == node:
+                key = (ntimes if (flags[p] & mask) != 0 else 0) + inserted[p]
+                if key != cur:
+                    pos[cur] = q
+                    cur = key
+                    q, e = pos[key], end[key]
+                if q < e:
+                    if key >= ntimes:
+                        out1[q] = p
+                        if use_track and track[p] < mn1:
+                            mn1 = track[p]
+                    elif not draw:
+                        out0[q] = p
+                        if use_track and track[p] < mn0:
+                            mn0 = track[p]
+                    else:
+                        if key != bk:
+                            if m:
+                                prev, c, nup = _nimble_flush(
+                                    buf, m, lam, u, ref, checked, w_tab, starts, soff,
+                                    rate, ends, w_a, use_max, whi, multi, rs, jump, prev, c,
+                                    flags, inserted, t, mask, referenced, up, nup)
+                                m = 0
+                            bh[bk], bl[bk] = rs[0], rs[1]
+                            bk = key
+                            rs[0], rs[1] = bh[bk], bl[bk]
+                        buf[m] = p
+                        m += 1
+                        if m == buf.shape[0]:
+                            prev, c, nup = _nimble_flush(
+                                buf, m, lam, u, ref, checked, w_tab, starts, soff, rate,
+                                ends, w_a, use_max, whi, multi, rs, jump, prev, c, flags,
+                                inserted, t, mask, referenced, up, nup)
+                            m = 0
+                    q += 1
                     left -= 1
         if left == 0:
             break
-    return outs
+    if m:
+        prev, c, nup = _nimble_flush(buf, m, lam, u, ref, checked, w_tab, starts, soff,
+                                     rate, ends, w_a, use_max, whi, multi, rs, jump, prev,
+                                     c, flags, inserted, t, mask, referenced, up, nup)
+    mins[0], mins[1] = mn0, mn1
+    return nup
 
 
 def _first_seen_py(pages, seen):
@@ -1059,15 +1194,7 @@ def _nimble_inactive_py(scan, ref, flags, inserted, checked, now, active, refere
     up = np.zeros(scan.shape[0], np.bool_)
     for i in range(scan.shape[0]):
         p = scan[i]
-        f = flags[p]
-        if ref[i]:
-            if f & referenced:
-                f |= active
-                up[i] = True
-            f |= referenced
-        else:
-            f &= ~referenced
-        flags[p] = f
+        flags[p], up[i] = _inactive_rule(flags[p], ref[i], active, referenced)
         inserted[p] = now
         checked[p] = now
     return up
@@ -2274,6 +2401,12 @@ def page_dtype(npages: int):
     return np.int32 if int(npages) < 2**31 else np.int64
 
 
+#: `LruLists.age_inactive`'s least mean run of the lists' pages (one list and index in
+#: address order): a page drawn after one of another index ends a block of draws, a
+#: call of some 30 arguments (at 8, about what listing and drawing apart cost a page)
+RUN_MIN = 8
+
+
 class LruLists:
     """The two LRU lists of one node (flags & mask == 0 or == mask), tail first: pages
     ordered by their insertion index (`inserted`, < ntimes), equal indexes by address,
@@ -2289,7 +2422,10 @@ class LruLists:
         self.mask, self.inserted = int(mask), inserted
         # page numbers in 4 bytes while they fit (5 TiB of 4 KiB pages do)
         self._pdt = page_dtype(node_map.shape[0])
-        self.hist = _kernel("list_hist")(*self.args, inserted, int(ntimes))
+        nruns = np.zeros(1, np.int64)
+        self.hist = _kernel("list_hist")(*self.args, inserted, int(ntimes), nruns)
+        #: address-order stretches of the node's pages of one list and index
+        self.runs = int(nruns[0])
 
     def lengths(self):
         """(inactive, active): the lists' lengths (the mask clear, set)."""
@@ -2304,15 +2440,55 @@ class LruLists:
         between calls, and the results are views of them, valid until its next use:
         a fresh array of a list's pages is a fresh mapping, faulted in a page at a
         time at every pass (Nimble at bench_memsim: 438 k of its 957 k page faults)."""
-        take = np.array([n_clear, n_set], dtype=np.int64)
         use = track is not None
         tr = track if use else np.zeros(1, np.uint8)
         mins = np.full(2, np.iinfo(tr.dtype).max, tr.dtype)
         outs = (Scratch() if scratch is None else scratch).get((self._pdt, n_clear),
                                                                (self._pdt, n_set))
-        out = _kernel("list_emit")(*self.args, self.inserted, self.hist, take, *outs, tr,
-                                   use, mins)
-        return (out, mins) if use else out
+        one, z = np.zeros(1, np.int64), np.zeros(1)  # no draws: placeholders
+        self._emit(n_clear, n_set, *outs, tr, use, mins, False, 0, self.inserted,
+                   outs[0], 0, z, one, np.zeros(2, np.int64), z, one, z,
+                   np.zeros(1, np.bool_), z, False, np.zeros(2, np.uint64),
+                   np.zeros((4, 4), np.uint64), 1)
+        return (outs, mins) if use else outs
+
+    def _emit(self, n_clear, n_set, out0, out1, track, use_track, mins, draw, referenced,
+              checked, up, t, w_tab, starts, soff, rate, ends, w_a, use_max, whi, multi,
+              st, jump, nb):
+        """`_list_emit` with its buffers (nb entries: DRAW_BLOCK where it draws)."""
+        nt = self.hist.shape[1] if draw else 1
+        return _kernel("list_emit")(
+            *self.args, self.inserted, self.hist,
+            np.array([n_clear, n_set], dtype=np.int64), out0, out1, track, bool(use_track),
+            mins, bool(draw), np.uint8(referenced), checked, up, int(t), w_tab, starts,
+            soff, rate, ends, w_a, use_max, whi, bool(multi), st, jump,
+            np.zeros(nt, np.uint64), np.zeros(nt, np.uint64), np.empty(nb, self._pdt),
+            np.empty(nb), np.empty(nb), np.empty(nb, np.bool_))
+
+    def age_inactive(self, n_clear: int, n_set: int, checked, referenced: int, t: int,
+                     draws, rng, scratch=None):
+        """Nimble's aging of the first n_clear pages of the list with the mask clear
+        (`Nimble._age`) in one pass (`_list_emit`), as the listing (`first`), the
+        draws of `AccessedBits.test_since_table` (`draws`: its `table_draws` for the
+        check times `checked` indexes) and `nimble_inactive` would age them, with the
+        same bits and rng's stream left where they leave it, but no array of the pages.
+        Returns (the activated pages in address order, the first n_set pages of the
+        list with the mask set), views of `scratch`'s arrays if given; None without
+        numba, where rng's bit generator is not PCG64, or where the lists' runs are
+        short (under RUN_MIN pages on average), and the caller ages apart."""
+        if self.runs * RUN_MIN > int(self.hist.sum()):
+            return None
+        pcg = _pcg_take(rng)
+        if pcg is None:
+            return None
+        up, out1 = (Scratch() if scratch is None else scratch).get((self._pdt, n_clear),
+                                                                   (self._pdt, n_set))
+        w_tab, tables = draws
+        mins = np.zeros(2, np.uint8)
+        nup = self._emit(n_clear, n_set, up, out1, mins, False, mins, True, referenced,
+                         checked, up, t, w_tab, *tables, pcg[2], pcg[3], DRAW_BLOCK)
+        _pcg_put(*pcg)
+        return up[:nup], out1
 
     def list(self, on: bool, half: bool = False):
         """(pages, the list's length): the list with the mask set (`on`) or clear;

@@ -70,7 +70,9 @@ Model choices where the sources are silent or the simulator differs:
   page's accessed bits (`sim.bits.test_since_table` from then to now: the engine's bits
   look back at most 10 s), each an index into the distinct event times (2 bytes per
   page, 4 past 65,536 of them); a list is a counting sort by that index
-  (`kernels.LruLists`), O(pages of the node) per pass.
+  (`kernels.LruLists`), O(pages of the node) per pass. The inactive half's pass lists,
+  checks and ages its pages in one compiled pass over the node's pages where it can
+  (`LruLists.age_inactive`: the same pages, bits and stream as doing the three apart).
   The accessed-bit checks are charged as `sim.bits` counts them plus the engine's 50 ns
   per page examined (`Costs.reclaim_scan_s`), as monitor CPU of the launcher.
 - More than two tiers: the syscall takes exactly one slow and one fast node
@@ -244,6 +246,24 @@ class Nimble(Policy):
         return self.sim.bits.test_since_table(pages, self.checked, self.times, now,
                                               by_page=True, tmin=tmin, discard=discard)
 
+    def _age_inactive(self, lists: LruLists, n_scan: int, n_take: int, now: float,
+                      t: int):
+        """The inactive half's pass in one compiled pass (`LruLists.age_inactive`): the
+        same pages, bits and changes as listing them, `_referenced` and
+        `nimble_inactive`; None where the bits' source or generator has no such pass
+        (the caller does the three)."""
+        bits = self.sim.bits
+        # the earliest check time bounds every page's (the look-back clamps it): an
+        # earlier bound adds only epochs that add nothing (`RateSource.draw_tables`)
+        draws = bits.table_draws(self.times, now, self.times[0]) if n_scan else None
+        if draws is None:
+            return None
+        got = lists.age_inactive(n_scan, n_take, self.checked, REFERENCED, t, draws,
+                                 bits.rng, scratch=self._scratch)
+        if got is not None:
+            bits.charge(2 * n_scan)
+        return got
+
     def _age(self, node: int, now: float):
         """shrink_lists_node_memcg: half the inactive list, then half the active list.
         Inactive: referenced twice -> active, referenced once -> PG_referenced, else
@@ -260,16 +280,20 @@ class Nimble(Policy):
         lists = self._lists(node)
         n_in, n_act = lists.lengths()
         clean = lists.hist[1, t] == 0  # no active page was inserted now
-        # scan and act live only in this pass (what outlives it is copied)
-        (scan, act), first = lists.first(n_in // 2, n_act if clean else 0,
-                                         track=self.checked, scratch=self._scratch)
-        ref = self._referenced(scan, now, first[0])
-        upm = nimble_inactive(scan, ref, lru.flags, self.inserted, self.checked, t, ACTIVE,
-                              REFERENCED)
-        up = scan[upm]
+        n_scan, n_take = n_in // 2, n_act if clean else 0
+        # up and act live only in this pass (what outlives it is copied)
+        got = self._age_inactive(lists, n_scan, n_take, now, t)
+        if got is None:
+            (scan, act), first = lists.first(n_scan, n_take, track=self.checked,
+                                             scratch=self._scratch)
+            ref = self._referenced(scan, now, first[0])
+            up = np.sort(scan[nimble_inactive(scan, ref, lru.flags, self.inserted,
+                                              self.checked, t, ACTIVE, REFERENCED)])
+        else:
+            up, act = got
         lru.nr_active[node] += len(up)
         if clean:  # the activated pages, inserted now, follow the old list in address order
-            active = np.concatenate((act, np.sort(up)))
+            active = np.concatenate((act, up))
         else:
             lists.hist[1, t] += len(up)
             active, _ = lists.list(True)
@@ -278,7 +302,7 @@ class Nimble(Policy):
         nimble_active(dscan, lru.flags, self.inserted, self.checked, t, ACTIVE | PROMOTE)
         lru.nr_active[node] -= len(dscan)
         lru.active_changed()
-        n = len(scan) + len(dscan)
+        n = n_scan + len(dscan)
         self.c["scanned"] += n
         self.c["activated"] += len(up)
         self.c["deactivated"] += len(dscan)
