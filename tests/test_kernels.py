@@ -441,6 +441,26 @@ def test_pcg_advance_is_numpys():
         assert (int(hi) << 64) | int(lo) == g.bit_generator.state["state"]["state"]
 
 
+def test_numba_starts_without_scipy_linalg():
+    """A process's first kernel does not import scipy.linalg (numba's BLAS check,
+    0.3-0.4 s of CPU a process, `kernels._numba_arrays`), and scipy.linalg imports as
+    usual after it."""
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np\n"
+            "from tierlab import kernels\n"
+            "if not kernels._numba(): sys.exit(3)\n"
+            "b = kernels.PageBits.zeros(128); b.set(np.array([5]), True)\n"
+            "assert b.get(np.array([5, 6])).tolist() == [True, False]\n"
+            "assert 'scipy.linalg' not in sys.modules\n"
+            "from scipy.optimize import minimize\n"
+            "assert 'scipy.linalg' in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if r.returncode == 3:
+        pytest.skip("needs numba")
+    assert r.returncode == 0, r.stderr
+
+
 def test_without_numba_the_guest_path_still_answers(monkeypatch):
     """The QEMU guest's Python has no numba: IDT's merge test (the one kernel the Linux
     backend runs) falls back to counting every window with numpy, same answer."""

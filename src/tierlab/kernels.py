@@ -104,10 +104,37 @@ def _numba():
     if _jit is None:
         try:
             import numba
-            _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
         except ImportError:
             _jit = False
+            return _jit
+        _numba_arrays()
+        _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
     return _jit
+
+
+class _NoScipyLinalg:
+    """An import finder under which scipy.linalg cannot be imported."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "scipy.linalg":
+            raise ImportError("scipy.linalg: not for numba's BLAS check")
+        return None
+
+
+def _numba_arrays() -> None:
+    """Load numba's array functions without their BLAS check: at its first compile or
+    cache load numba imports scipy.linalg to learn whether np.dot and np.linalg can be
+    compiled (numba.np.arraymath `_check_blas`), 0.3-0.4 s of CPU at every start of a
+    process, and no kernel here uses them. With that import failing numba takes BLAS
+    for absent; scipy.linalg imports as usual afterwards (the oracle's optimizer)."""
+    if "scipy.linalg" in sys.modules:
+        return
+    block = _NoScipyLinalg()
+    sys.meta_path.insert(0, block)
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        sys.meta_path.remove(block)
 
 
 _kernels = {}
