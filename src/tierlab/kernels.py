@@ -2434,6 +2434,13 @@ def page_dtype(npages: int):
 RUN_MIN = 8
 
 
+#: `_list_emit`'s draw arguments where it only lists (w_tab, starts, soff, rate, ends,
+#: w_a, use_max, whi, multi, stream state, jump table): placeholders of their types
+_NO_DRAWS = (np.zeros(1), np.zeros(1, np.int64), np.zeros(2, np.int64), np.zeros(1),
+             np.zeros(1, np.int64), np.zeros(1), np.zeros(1, np.bool_), np.zeros(1), False,
+             np.zeros(2, np.uint64), np.zeros((4, 4), np.uint64))
+
+
 class LruLists:
     """The two LRU lists of one node (flags & mask == 0 or == mask), tail first: pages
     ordered by their insertion index (`inserted`, < ntimes), equal indexes by address,
@@ -2472,11 +2479,8 @@ class LruLists:
         mins = np.full(2, np.iinfo(tr.dtype).max, tr.dtype)
         outs = (Scratch() if scratch is None else scratch).get((self._pdt, n_clear),
                                                                (self._pdt, n_set))
-        one, z = np.zeros(1, np.int64), np.zeros(1)  # no draws: placeholders
         self._emit(n_clear, n_set, *outs, tr, use, mins, False, 0, self.inserted,
-                   outs[0], 0, z, one, np.zeros(2, np.int64), z, one, z,
-                   np.zeros(1, np.bool_), z, False, np.zeros(2, np.uint64),
-                   np.zeros((4, 4), np.uint64), 1)
+                   outs[0], 0, *_NO_DRAWS, 1)
         return (outs, mins) if use else outs
 
     def _emit(self, n_clear, n_set, out0, out1, track, use_track, mins, draw, referenced,

@@ -287,13 +287,13 @@ class Nimble(Policy):
             (scan, act), first = lists.first(n_scan, n_take, track=self.checked,
                                              scratch=self._scratch)
             ref = self._referenced(scan, now, first[0])
-            up = np.sort(scan[nimble_inactive(scan, ref, lru.flags, self.inserted,
-                                              self.checked, t, ACTIVE, REFERENCED)])
+            up = scan[nimble_inactive(scan, ref, lru.flags, self.inserted, self.checked,
+                                      t, ACTIVE, REFERENCED)]
         else:
             up, act = got
         lru.nr_active[node] += len(up)
         if clean:  # the activated pages, inserted now, follow the old list in address order
-            active = np.concatenate((act, up))
+            active = np.concatenate((act, np.sort(up)))
         else:
             lists.hist[1, t] += len(up)
             active, _ = lists.list(True)
