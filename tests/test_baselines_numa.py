@@ -331,6 +331,7 @@ def test_mglru_evicts_the_oldest_generation():
     old = on0[::2]
     pol.min_seq[0] = pol.max_seq[0] - 2  # three generations
     pol.gen[old] = pol.stamp(0, pol.min_seq[0])
+    pol.slots.move(old, pol.max_seq[0] & 3, pol.min_seq[0] & 3)
     pol.last_walk[0] = sim.now  # nothing accessed since: no second chance
     v = pol.select_victims(0, 500)
     assert len(v) == 500 and np.all(np.isin(v, old))
@@ -354,6 +355,104 @@ def test_mglru_ages_when_two_generations_are_left():
     assert pol.agings >= 1 and pol.max_seq[0] >= seq + 1
     assert pol.nr_gens(0) <= 4
     assert pol.walker.stats()["pte_walks"] >= 1 and pol.walker.cpu_seconds > 0
+
+
+def slots_mirror_gen(pol):
+    """Whether the generations' slot bitmaps hold exactly seq % 4 of every page that
+    has a generation, and nothing for the others."""
+    g = pol.gen.astype(np.int64)
+    return np.array_equal(pol.slots.slot_of()[:g.shape[0]], np.where(g != 0, g & 3, -1))
+
+
+@pytest.mark.parametrize("block", [1024, 7])
+def test_mglru_aging_in_one_pass_is_the_walk_then_the_update(block, monkeypatch):
+    """MGLRU's aging through `PteScan.age_node`'s one compiled pass (`kernels.mglru_age`:
+    the node's pages from its bitmap row, their accessed bits drawn by blocks, each
+    generation byte and slot bit updated as it goes) leaves the same run as
+    `walk_node` then the numpy update: the same record, generations, slot bitmaps,
+    sequence numbers, walk counts and charges, pass maps and stream after, on four
+    tiers (agings of three nodes, arrivals from the others) across a field change,
+    growth and frees. Blocks of 7 pages end mid-word."""
+    from tierlab import kernels
+    from tierlab.engine import Simulation
+    from tierlab.policies import ALLOCS, POLICIES
+    from conftest import HotCold
+    from test_engine import small_machine
+    if not kernels._numba():
+        pytest.skip("the one pass needs numba")
+    monkeypatch.setattr(kernels, "DRAW_BLOCK", block)
+    wl = HotCold(n=3000, hot=300, phases=4, grow=400, free_first=200, work=1e9)
+    runs, fused = [], [0]
+    real = PteScan.age_node
+
+    def counted(*a, **k):
+        done = real(*a, **k)
+        fused[0] += done
+        return done
+
+    for patch in (counted, lambda *a, **k: False):
+        monkeypatch.setattr(PteScan, "age_node", patch)
+        sim = Simulation(small_machine(dram_pages=900, slow_pages=3000, tiers=4), wl,
+                         POLICIES.create("autonuma-tiering-mglru"),
+                         ALLOCS.create("dram-preferred"), seed=2)
+        rec = sim.run()
+        rec.pop("wall_seconds")
+        check_invariants(sim)
+        pol, w = sim.policy, sim.policy.walker
+        assert slots_mirror_gen(pol)
+        runs.append((rec, pol.gen.copy(), pol.slots.rows.copy(), pol.min_seq.copy(),
+                     pol.max_seq.copy(), pol.hand.copy(),
+                     np.array([w.walks, w.pages_scanned, w.checks, w.cpu_seconds]),
+                     {k: np.concatenate((m.bounds, m.times)) for k, m in w._maps.items()
+                      if k is not None}, w.rng.random(4)))
+    assert fused[0] > 10 and runs[0][6][1] > 0
+    (rec_a, *a), (rec_b, *b) = runs
+    assert rec_a == rec_b
+    for x, y in zip(a, b):
+        if isinstance(x, dict):
+            assert x.keys() == y.keys()
+            for k in x:
+                np.testing.assert_array_equal(x[k], y[k])
+        else:
+            np.testing.assert_array_equal(x, y)
+
+
+def test_mglru_aging_folds_the_oldest_generation_in_one_pass(monkeypatch):
+    """With four generations an aging first folds the oldest into the next
+    (inc_min_seq); the one pass and the numpy update agree on it, page by page (the
+    policy's own eviction ages only at two generations, so runs never fold)."""
+    from tierlab import kernels
+    if not kernels._numba():
+        pytest.skip("the one pass needs numba")
+    got = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(PteScan, "age_node", lambda *a, **k: False)
+        sim = started("autonuma-tiering-mglru", workload="gups:hotset,hot_start=start")
+        pol = sim.policy
+        advance(sim, 1.0)
+        pol.age(0)  # a walk now: few pages are accessed by the next
+        advance(sim, 1.001)
+        on0 = np.flatnonzero(sim.mem.node == 0)
+        mx = int(pol.max_seq[0])
+        for k in range(4):
+            pol.slots.move(on0[pol.gen[on0] & 3 == k], k, None)
+        pol.gen[on0] = pol.stamp(0, mx)
+        pol.slots.move(on0, None, mx & 3)
+        pol.min_seq[0] = mx - 3  # four generations
+        for k, part in enumerate(np.array_split(on0, 4)):  # one quarter in each
+            pol.gen[part] = pol.stamp(0, mx - 3 + k)
+            pol.slots.move(part, mx & 3, (mx - 3 + k) & 3)
+        oldest = on0[pol.gen[on0] == pol.stamp(0, mx - 3)]
+        pol.age(0)
+        assert pol.min_seq[0] == mx - 2 and pol.max_seq[0] == mx + 1
+        # none is left in the folded generation; the idle ones of it are in the next
+        assert not (pol.gen[on0] == pol.stamp(0, mx - 3)).any()
+        assert (pol.gen[oldest] == pol.stamp(0, mx - 2)).any()
+        assert slots_mirror_gen(pol)
+        got.append((pol.gen.copy(), pol.slots.rows.copy(), pol.walker.rng.random(4)))
+    for x, y in zip(*got):
+        np.testing.assert_array_equal(x, y)
 
 
 # -----------------------------------------------------------------------------------

@@ -2020,6 +2020,76 @@ def _lru_sweep_py(row, npages, start, limit, sel, sel_on, bounds, times, w_tab, 
     res[0], res[1], res[2], res[3], res[4] = s[0], s[3], s[5], nsel, ncold
 
 
+def _mglru_age_py(row, npages, draw, w_tab, starts, soff, rate, ends, w_a, use_max, whi,
+                  multi, st, jump, pages, which, lam, u, ref, gen, slots, fold, old_st,
+                  fold_st, tag, young_st, arrived_st, nonleaf, pmd, res):
+    # MGLRU's aging walk of one node and its generation update (`PteScan.age_node`):
+    # the node's pages in address order (the set bits of its bitmap row), by blocks of
+    # `pages`' size, each page's accessed bit drawn as `draw_accessed` draws it (given
+    # draw; else none is young and the stream is not touched), then its generation:
+    # the oldest folded into the next (given fold), young -> young_st, one of another
+    # node's -> arrived_st, its bit moved between the rows of `slots` (`SlotBits`).
+    # res: [pages, PTE checks (`PteScan._walk_cost`)]
+    nw = row.shape[0]
+    b = pages.shape[0]
+    one = np.uint64(1)
+    npmd = (npages + pmd - 1) // pmd
+    cost = npmd if nonleaf else 0
+    cur, cnt, hot = np.int64(-1), np.int64(0), False
+    prev, c = np.nan, 0.0
+    n = 0
+    w = 0
+    word = row[0] if nw > 0 else np.uint64(0)
+    while True:
+        k = 0
+        while k < b:
+            while word == 0 and w + 1 < nw:
+                w += 1
+                word = row[w]
+            if word == 0:
+                break
+            pages[k] = (np.int64(w) << 6) + np.int64(_cttz(word))
+            k += 1
+            word &= word - one
+        if k == 0:
+            break
+        if draw:
+            prev, c = _draw_pages(lam, u, pages[:k], which[:k], False, w_tab, starts, soff,
+                                  rate, ends, w_a, use_max, whi, multi, st, jump, ref, 0,
+                                  prev, c)
+        for i in range(k):
+            p = pages[i]
+            y = draw and ref[i]
+            g = gen[p]
+            if fold and g == old_st:
+                g = fold_st
+            if y:
+                g = young_st
+            elif (g >> 2) != tag:
+                g = arrived_st
+            g0 = gen[p]
+            if g != g0:
+                gen[p] = g
+                b1 = one << np.uint64(p & 63)
+                if g0 != 0:
+                    slots[g0 & 3, p >> 6] &= ~b1
+                slots[g & 3, p >> 6] |= b1
+            q = p // pmd
+            if q != cur:
+                if hot:
+                    cost += cnt
+                cur, cnt, hot = q, 0, False
+            cnt += 1
+            hot = hot or y
+        n += k
+        if k < b:
+            break
+    if hot:
+        cost += cnt
+    res[0] = n
+    res[1] = cost if nonleaf else n
+
+
 def _cooled_bins_py(cnt, pclk, clock, max_shift, nbins):
     out = np.zeros(nbins + 1, np.int64)
     for p in range(cnt.shape[0]):
@@ -2136,6 +2206,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
        "draw_below": _draw_below_py, "sub_expected_eps": _sub_expected_eps_py,
        "draw_accessed": _draw_accessed_py, "lru_sweep": _lru_sweep_py,
+       "mglru_age": _mglru_age_py,
        "first_seen": _first_seen_py, "sorted_find": _sorted_find_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py,
        "set_counts": _set_counts_py, "split_bins": _split_bins_py}
@@ -2425,6 +2496,34 @@ def lru_sweep(nodebits, node: int, start: int, limit: int, sel, sel_on: bool, pa
                          nr_active, bool(sel_val), cold, res)
     _pcg_put(*pcg)
     return int(res[0]), int(res[1]), int(res[2]), int(res[3]), cold[:res[4]]
+
+
+def mglru_age(nodebits, node: int, w_tab, tables, rng, gen, slots, rule, nonleaf: bool,
+              pmd: int):
+    """MGLRU's aging walk of `node` (`PteScan.age_node`) in one compiled pass over its
+    bitmap row: each page's accessed bit drawn as `draw_accessed` draws it (with
+    `tables`, `RateSource.draw_tables` of the walk's one start time; None: no page is
+    young and rng is not drawn), and its generation byte updated by `rule` (fold,
+    oldest, folded, node tag, young, arrived: `AutoNumaTieringMglru.age`) with its bit
+    in `slots` (a `SlotBits` of the generations' seq % 4). Returns
+    (pages, PTE checks), or None without numba or PCG64 (the caller walks apart)."""
+    pcg = _pcg_take(rng)
+    if pcg is None:
+        return None
+    b = DRAW_BLOCK
+    res = np.zeros(2, np.int64)
+    draw = tables is not None
+    if not draw:
+        w_tab, tables = np.zeros(1), _NO_DRAWS[1:9]
+    fold, old, folded, tag, young, arrived = rule
+    _kernel("mglru_age")(nodebits.bits[node], nodebits.npages, draw, w_tab, *tables,
+                         pcg[2], pcg[3], np.empty(b, np.int64), np.zeros(b, np.int64),
+                         np.empty(b), np.empty(b), np.zeros(b, np.bool_), gen,
+                         slots.rows, bool(fold),
+                         np.uint8(old), np.uint8(folded), np.uint8(tag), np.uint8(young),
+                         np.uint8(arrived), bool(nonleaf), np.int64(pmd), res)
+    _pcg_put(*pcg)
+    return int(res[0]), int(res[1])
 
 
 def page_dtype(npages: int):
@@ -3263,6 +3362,39 @@ class PageBits:
 
     def clear(self, start: int, end: int) -> None:
         _kernel("bits_range")(self.words.reshape(1, -1), 0, int(start), int(end), False)
+
+
+class SlotBits:
+    """One bitmap per value of a small per-page field (MGLRU's generations, seq % 4):
+    bit p of row s set iff page p's field holds slot s, so that a hand over one slot's
+    pages reads 64 addresses a word (`NodeBits.pages_on`'s `sel`), nslots/8 bytes a
+    page. The owner of the field moves the bits with every write to it."""
+
+    def __init__(self, npages: int, nslots: int):
+        self.rows = np.zeros((int(nslots), -(-int(npages) // 64)), np.uint64)
+
+    def fill(self, start: int, end: int, slot) -> None:
+        """Pages [start, end) in `slot` (None: in none)."""
+        _kernel("bits_range")(self.rows, -1, int(start), int(end), False)
+        if slot is not None:
+            _kernel("bits_range")(self.rows, int(slot), int(start), int(end), True)
+
+    def move(self, pages, old, new) -> None:
+        """`pages` from slot `old` to slot `new` (either None: none)."""
+        pages = np.asarray(pages, dtype=np.int64)
+        if old is not None:
+            _kernel("bits_set")(self.rows[int(old)], pages, False)
+        if new is not None:
+            _kernel("bits_set")(self.rows[int(new)], pages, True)
+
+    def slot_of(self) -> np.ndarray:
+        """Every page's slot (-1: none), unpacked from the rows (for checks)."""
+        n = self.rows.shape[1] * 64
+        out = np.full(n, -1, np.int64)
+        for s in range(self.rows.shape[0]):
+            on = np.unpackbits(self.rows[s].view(np.uint8), bitorder="little").astype(bool)
+            out[on] = s
+        return out
 
 
 def poll_faults(pages, works, arm, arm_t, ta, wa, lo: int, now: float, flag):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import kernels
 from ..errors import TierlabError
 from ..monitors.hint_faults import NumaScanner
 from ..monitors.pte_scan import PteScan
@@ -533,7 +534,8 @@ class AutoNumaTieringMglru(AutoNumaTiering):
       before an aging).
     Simplifications: anon pages only (no file/anon split, no tiers/refault feedback,
     no PID controller); eviction scans the oldest generation in address order from a
-    per-node hand; the accessed test at eviction counts accesses since the node's last
+    per-node hand (over a bitmap per seq % 4, `slots`, so it reads only that
+    generation's words); the accessed test at eviction counts accesses since the node's last
     walk.
     """
 
@@ -541,6 +543,9 @@ class AutoNumaTieringMglru(AutoNumaTiering):
         super().attach(sim)
         k = sim.machine.nnodes
         self.gen = np.zeros(sim.mem.npages, dtype=np.uint8)
+        #: the generations' seq % 4 as four bitmaps, moved with every write to `gen`:
+        #: eviction's hand reads only the oldest generation's words
+        self.slots = kernels.SlotBits(sim.mem.npages, MAX_NR_GENS)
         self.max_seq = np.full(k, MIN_NR_GENS + 1, dtype=np.int64)
         self.min_seq = np.zeros(k, dtype=np.int64)
         self.last_walk = np.full(k, sim.now)
@@ -559,25 +564,33 @@ class AutoNumaTieringMglru(AutoNumaTiering):
 
     def on_alloc(self, start, end, node):
         self.gen[start:end] = self.stamp(node, self.max_seq[node])
+        self.slots.fill(start, end, self.max_seq[node] & 3)
 
     def on_free(self, start, end):
         super().on_free(start, end)
         self.gen[start:end] = 0
+        self.slots.fill(start, end, None)
 
     def age(self, node: int) -> None:
         """try_to_inc_max_seq: walk, move accessed pages to max_seq, open a new gen."""
         sim = self.sim
         now = sim.now
-        pages, young = self.walker.walk_node(node, now)
-        cur = self.gen[pages]
-        if self.nr_gens(node) >= MAX_NR_GENS:  # inc_min_seq: fold the oldest gen
-            old = cur == self.stamp(node, self.min_seq[node])
-            cur = np.where(old, np.uint8(self.stamp(node, self.min_seq[node] + 1)), cur)
+        fold = self.nr_gens(node) >= MAX_NR_GENS  # inc_min_seq: fold the oldest gen
+        mn, mx = self.min_seq[node], self.max_seq[node]
+        rule = (fold, self.stamp(node, mn), self.stamp(node, mn + 1), node + 1,
+                self.stamp(node, mx), self.stamp(node, mx - 1))
+        if not self.walker.age_node(node, now, self.gen, self.slots, rule):
+            pages, young = self.walker.walk_node(node, now)
+            old = self.gen[pages]
+            cur = np.where(old == rule[1], np.uint8(rule[2]), old) if fold else old
+            mism = (cur >> 2) != rule[3]
+            new = np.where(young, np.uint8(rule[4]), np.where(mism, np.uint8(rule[5]), cur))
+            self.gen[pages] = new
+            for s in range(MAX_NR_GENS):
+                self.slots.move(pages[(old != new) & (old != 0) & (old & 3 == s)], s, None)
+                self.slots.move(pages[(old != new) & (new != 0) & (new & 3 == s)], None, s)
+        if fold:
             self.min_seq[node] += 1
-        mism = (cur >> 2) != node + 1
-        young_s = np.uint8(self.stamp(node, self.max_seq[node]))
-        arrived = np.uint8(self.stamp(node, self.max_seq[node] - 1))
-        self.gen[pages] = np.where(young, young_s, np.where(mism, arrived, cur))
         self.max_seq[node] += 1
         self.last_walk[node] = now
         self.agings += 1
@@ -595,8 +608,9 @@ class AutoNumaTieringMglru(AutoNumaTiering):
                 self.age(node)
             want = max(size, 2 * (n - got))
             value = self.stamp(node, self.min_seq[node])
+            oldest = self.min_seq[node] & 3
             cand, hand, scanned = mem.pages_on(node, int(self.hand[node]), want, self.gen,
-                                               0x1F, value)
+                                               0x1F, value, self.slots.rows[oldest])
             self.hand[node] = hand
             if cand.shape[0] == 0:
                 if scanned < mem.npages:
@@ -610,9 +624,11 @@ class AutoNumaTieringMglru(AutoNumaTiering):
             young = self.walker.test(cand, float(self.last_walk[node]), sim.now)
             self.evict_checked += cand.shape[0]
             self.gen[cand[young]] = self.stamp(node, self.max_seq[node])
+            self.slots.move(cand[young], oldest, self.max_seq[node] & 3)
             cold = cand[~young][: n - got]
             # reclaimed pages leave this node: their generation is set on arrival
             self.gen[cold] = 0
+            self.slots.move(cold, oldest, None)
             victims.append(cold)
             got += cold.shape[0]
             if 4 * cold.shape[0] < cand.shape[0]:
