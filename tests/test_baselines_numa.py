@@ -23,7 +23,7 @@ from tierlab.policies.autonuma import (MIN_NR_GENS, AutoNumaTiering, cpu_node, p
                                        toptier_nodes)
 from tierlab.units import PAGE
 
-from test_engine import check_invariants
+from test_engine import assert_same_runs, check_invariants, fused_and_apart
 from test_monitor_primitives import simple_timeline
 
 SCALE = 1 / 256
@@ -373,48 +373,20 @@ def test_mglru_aging_in_one_pass_is_the_walk_then_the_update(block, monkeypatch)
     sequence numbers, walk counts and charges, pass maps and stream after, on four
     tiers (agings of three nodes, arrivals from the others) across a field change,
     growth and frees. Blocks of 7 pages end mid-word."""
-    from tierlab import kernels
-    from tierlab.engine import Simulation
-    from tierlab.policies import ALLOCS, POLICIES
-    from conftest import HotCold
-    from test_engine import small_machine
-    if not kernels._numba():
-        pytest.skip("the one pass needs numba")
-    monkeypatch.setattr(kernels, "DRAW_BLOCK", block)
-    wl = HotCold(n=3000, hot=300, phases=4, grow=400, free_first=200, work=1e9)
-    runs, fused = [], [0]
-    real = PteScan.age_node
 
-    def counted(*a, **k):
-        done = real(*a, **k)
-        fused[0] += done
-        return done
-
-    for patch in (counted, lambda *a, **k: False):
-        monkeypatch.setattr(PteScan, "age_node", patch)
-        sim = Simulation(small_machine(dram_pages=900, slow_pages=3000, tiers=4), wl,
-                         POLICIES.create("autonuma-tiering-mglru"),
-                         ALLOCS.create("dram-preferred"), seed=2)
-        rec = sim.run()
-        rec.pop("wall_seconds")
-        check_invariants(sim)
+    def state(sim, rec):
         pol, w = sim.policy, sim.policy.walker
         assert slots_mirror_gen(pol)
-        runs.append((rec, pol.gen.copy(), pol.slots.rows.copy(), pol.min_seq.copy(),
-                     pol.max_seq.copy(), pol.hand.copy(),
-                     np.array([w.walks, w.pages_scanned, w.checks, w.cpu_seconds]),
-                     {k: np.concatenate((m.bounds, m.times)) for k, m in w._maps.items()
-                      if k is not None}, w.rng.random(4)))
-    assert fused[0] > 10 and runs[0][6][1] > 0
-    (rec_a, *a), (rec_b, *b) = runs
-    assert rec_a == rec_b
-    for x, y in zip(a, b):
-        if isinstance(x, dict):
-            assert x.keys() == y.keys()
-            for k in x:
-                np.testing.assert_array_equal(x[k], y[k])
-        else:
-            np.testing.assert_array_equal(x, y)
+        return (rec, pol.gen.copy(), pol.slots.rows.copy(), pol.min_seq.copy(),
+                pol.max_seq.copy(), pol.hand.copy(),
+                np.array([w.walks, w.pages_scanned, w.checks, w.cpu_seconds]),
+                {k: np.concatenate((m.bounds, m.times)) for k, m in w._maps.items()
+                 if k is not None}, w.rng.random(4))
+
+    runs, fused = fused_and_apart(monkeypatch, PteScan, "age_node", lambda *a, **k: False,
+                                  "autonuma-tiering-mglru", block, 1e9, state)
+    assert fused > 10 and runs[0][6][1] > 0
+    assert_same_runs(*runs)
 
 
 def test_mglru_aging_folds_the_oldest_generation_in_one_pass(monkeypatch):

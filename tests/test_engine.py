@@ -275,31 +275,52 @@ def test_fused_reclaim_sweep_is_scan_then_set_active(policy, block, monkeypatch)
     record, page map, LRU flags, counts, hands and pass times, and the same stream
     after, across field changes (several epochs per draw), growth and frees."""
     from tierlab import kernels
+
+    def state(sim, rec):
+        lru = sim.lru
+        return (rec, sim.mem.node.copy(), lru.flags.copy(), lru.nr_active.copy(),
+                lru.active_bits().copy(), dict(lru._hand), lru.scanned,
+                {k: np.concatenate((p.bounds, p.times)) for k, p in lru._passes.items()},
+                sim.bits.rng.random(4))
+
+    runs, fused = fused_and_apart(monkeypatch, kernels, "lru_sweep", lambda *a, **k: None,
+                                  policy, block, 2e8, state)
+    assert fused > 10 and runs[0][6] > 0
+    assert_same_runs(*runs)
+
+
+def fused_and_apart(monkeypatch, owner, name, off, policy, block, work, state):
+    """Two runs of `policy` on four small tiers (a hot set that moves, growth and
+    frees), the first through `owner.name` (a compiled pass) and the second with it
+    replaced by `off` (which makes its caller take the way apart), draws in blocks of
+    `block` pages: (state(sim, record) of each, the compiled pass's calls that ran)."""
+    from tierlab import kernels
     if not kernels._numba():
-        pytest.skip("the fused pass needs numba")
+        pytest.skip("the compiled pass needs numba")
     monkeypatch.setattr(kernels, "DRAW_BLOCK", block)
-    wl = HotCold(n=3000, hot=300, phases=4, grow=400, free_first=200, work=2e8)
+    wl = HotCold(n=3000, hot=300, phases=4, grow=400, free_first=200, work=work)
     runs, fused = [], [0]
-    real = kernels.lru_sweep
+    real = getattr(owner, name)
 
     def counted(*a, **k):
-        fused[0] += 1
-        return real(*a, **k)
+        got = real(*a, **k)
+        fused[0] += got is not None and got is not False
+        return got
 
-    for patch in (counted, lambda *a, **k: None):
-        monkeypatch.setattr(kernels, "lru_sweep", patch)
+    for patch in (counted, off):
+        monkeypatch.setattr(owner, name, patch)
         sim = Simulation(small_machine(dram_pages=900, slow_pages=3000, tiers=4), wl,
                          POLICIES.create(policy), ALLOCS.create("dram-preferred"), seed=2)
         rec = sim.run()
         rec.pop("wall_seconds")
         check_invariants(sim)
-        lru = sim.lru
-        runs.append((rec, sim.mem.node.copy(), lru.flags.copy(), lru.nr_active.copy(),
-                     lru.active_bits().copy(), dict(lru._hand), lru.scanned,
-                     {k: np.concatenate((p.bounds, p.times)) for k, p in lru._passes.items()},
-                     sim.bits.rng.random(4)))
-    assert fused[0] > 10 and runs[0][6] > 0
-    (rec_a, *a), (rec_b, *b) = runs
+        runs.append(state(sim, rec))
+    return runs, fused[0]
+
+
+def assert_same_runs(a, b):
+    """Two runs' (record, arrays or dicts of arrays...) equal item by item."""
+    (rec_a, *a), (rec_b, *b) = a, b
     assert rec_a == rec_b
     for x, y in zip(a, b):
         if isinstance(x, dict):
