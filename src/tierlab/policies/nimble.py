@@ -196,7 +196,11 @@ class Nimble(Policy):
         self.times = [0.0]
         #: the syscall's work left: decisions and copies, FIFO (`_Stage`)
         self.queue: list = []
-        self._aged: dict = {}  # node -> its active list after the last aging pass
+        #: node -> its active list after the last aging pass, and node -> its lists
+        #: as counted since: both while no page has moved or been re-inserted since,
+        #: for the decisions of the calls queued after the pass (`_lists_now`)
+        self._aged: dict = {}
+        self._sync: dict = {}
         self.pending = False  # a SIGALRM arrived while the syscall was copying
         self.credit = 0.0  # copy time carried over between copier ticks
         self.c = {k: 0 for k in (
@@ -234,6 +238,15 @@ class Nimble(Policy):
         mem = self.sim.mem
         return LruLists(mem.node, node, mem.blocks[:, node], BLOCK, self.sim.lru.flags,
                         ACTIVE, self.inserted, len(self.times))
+
+    def _lists_now(self, node: int) -> LruLists:
+        """`_lists`, counted once while no page moves or is re-inserted: do_mm_manage's
+        calls decided one after another (the bottom pair's often isolates nothing) read
+        the same lists of the node between them."""
+        got = self._sync.get(node)
+        if got is None:
+            got = self._sync[node] = self._lists(node)
+        return got
 
     def _referenced(self, pages, now, first=None, discard=False) -> np.ndarray | None:
         """page_referenced: were the accessed bits set since they were last cleared?
@@ -320,7 +333,7 @@ class Nimble(Policy):
             return
         self.pending = False
         self.c["passes"] += 1
-        self._aged = {}
+        self._aged, self._sync = {}, {}
         if self.shrink:
             for node in reversed(self.path):
                 if self.sim.mem.used[node]:
@@ -343,12 +356,15 @@ class Nimble(Policy):
         c = self.c
         self.credit += seconds
         per_page = PAGE / (self.mt * sim.machine.migrate_bw)
+        if seconds:  # a copier tick: pages may have moved since the last call
+            self._aged, self._sync = {}, {}
         while self.queue:
             st = self.queue[0]
             if st.kind == "call":
                 self.queue.pop(0)
                 self.queue[:0] = self._decide(st.slow, st.fast, now)
                 continue
+            self._aged, self._sync = {}, {}  # put-backs and copies change the lists
             if st.kind == "in" and st.keep is None:
                 # putback_overflow_pages, once the cold pages have gone out
                 free = st.free
@@ -405,15 +421,13 @@ class Nimble(Policy):
         free = limit - int(sim.mem.used[fast])
         nr = limit if self.nr_pages is None else min(
             limit, max(int(round(self.nr_pages * sim.scale)), 1))
-        # the active list the aging pass left, for the first call after it (no page
-        # has moved since)
-        aged, self._aged = self._aged, {}
-        hot_list = aged.get(slow)
+        # the active list the aging pass left, while no page has moved since
+        hot_list = self._aged.get(slow)
         if hot_list is None:
-            hot_list, _ = self._lists(slow).list(True)
+            hot_list, _ = self._lists_now(slow).list(True)
         # of the fast node's inactive list only its length and the coldest few are
         # used: the rest is not emitted
-        fast_lists = self._lists(fast)
+        fast_lists = self._lists_now(fast)
         n_cold = fast_lists.lengths()[0]
         self.hot_last += len(hot_list)
         self.cold_last += n_cold
@@ -421,7 +435,7 @@ class Nimble(Policy):
             # ISOLATE_HOT_AND_COLD_PAGES: up to nr from the inactive list, then up to nr
             # more from the active one (isolate_pages_from_lru_list stops early only
             # once more than nr are taken)
-            hot = np.concatenate((self._lists(slow).list(False)[0][:nr], hot_list[:nr]))
+            hot = np.concatenate((self._lists_now(slow).list(False)[0][:nr], hot_list[:nr]))
         else:
             hot = hot_list[:nr]
         c["hot_isolated"] += len(hot)
