@@ -306,7 +306,8 @@ class Nimble(Policy):
             up, act = got
         lru.nr_active[node] += len(up)
         if clean:  # the activated pages, inserted now, follow the old list in address order
-            active = np.concatenate((act, np.sort(up)))
+            # (the one pass lists them so already; apart they come in list order)
+            active = np.concatenate((act, up if got is not None else np.sort(up)))
         else:
             lists.hist[1, t] += len(up)
             active, _ = lists.list(True)
