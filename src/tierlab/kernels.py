@@ -2060,14 +2060,12 @@ def _mglru_age_py(row, npages, draw, w_tab, starts, soff, rate, ends, w_a, use_m
         for i in range(k):
             p = pages[i]
             y = draw and ref[i]
-            g = gen[p]
-            if fold and g == old_st:
-                g = fold_st
+            g0 = gen[p]
+            g = fold_st if fold and g0 == old_st else g0
             if y:
                 g = young_st
             elif (g >> 2) != tag:
                 g = arrived_st
-            g0 = gen[p]
             if g != g0:
                 gen[p] = g
                 b1 = one << np.uint64(p & 63)
@@ -2519,9 +2517,9 @@ def mglru_age(nodebits, node: int, w_tab, tables, rng, gen, slots, rule, nonleaf
     _kernel("mglru_age")(nodebits.bits[node], nodebits.npages, draw, w_tab, *tables,
                          pcg[2], pcg[3], np.empty(b, np.int64), np.zeros(b, np.int64),
                          np.empty(b), np.empty(b), np.zeros(b, np.bool_), gen,
-                         slots.rows, bool(fold),
-                         np.uint8(old), np.uint8(folded), np.uint8(tag), np.uint8(young),
-                         np.uint8(arrived), bool(nonleaf), np.int64(pmd), res)
+                         slots.rows, bool(fold), np.uint8(old), np.uint8(folded),
+                         np.uint8(tag), np.uint8(young), np.uint8(arrived), bool(nonleaf),
+                         np.int64(pmd), res)
     _pcg_put(*pcg)
     return int(res[0]), int(res[1])
 
