@@ -101,6 +101,41 @@ def test_bandwidth_limit_and_busy_retry(monkeypatch):
         sc.move_pages_batched(1, addrs, 1, batch=0)
 
 
+def test_a_target_exiting_part_way_keeps_the_moves_done(monkeypatch):
+    """A target that exits during the third batch: the two batches before it moved, and
+    `TargetExited` carries their statuses (the rest -ENOENT), so the daemon counts
+    those pages as moved (`RealKernel.move`) instead of all of them as gone; the same
+    in the busy pages' retry, where the first pass's statuses stand."""
+    from types import SimpleNamespace
+
+    from tierlab.linux.kernel import RealKernel
+    from tierlab.linux.procfs import TargetExited
+    calls = []
+
+    def fake_move(pid, addrs, node, flags=sc.MPOL_MF_MOVE):
+        calls.append(len(addrs))
+        if len(calls) == exit_at:
+            raise TargetExited(f"process {pid} exited during move_pages")
+        st = np.full(len(addrs), node, dtype=np.int32)
+        st[:2] = -errno.EBUSY if len(calls) == 1 else node
+        return st
+
+    monkeypatch.setattr(sc, "move_pages", fake_move)
+    addrs = np.arange(5 * 512, dtype=np.uint64) * np.uint64(P)
+    # exits in the third batch (the two busy pages of the first not yet retried), or in
+    # the retry of those two after all five batches
+    for exit_at, moved, busy in ((3, 2 * 512 - 2, 2), (6, 5 * 512 - 2, 0)):
+        calls.clear()
+        with pytest.raises(TargetExited) as e:
+            sc.move_pages_batched(1, addrs, 1, batch=512)
+        st = e.value.status
+        assert (st == 1).sum() == moved and (st == -errno.EBUSY).sum() == busy
+        assert (st == -errno.ENOENT).sum() == len(st) - moved - busy
+        calls.clear()
+        k = SimpleNamespace(pid=1, batch=512, bw_limit=None)
+        np.testing.assert_array_equal(RealKernel.move(k, addrs, 1), st)
+
+
 def test_token_bucket_refills_while_idle():
     clk = FakeClock()
     b = sc.TokenBucket(100.0, 200.0, clk, clk.sleep)

@@ -52,8 +52,10 @@ class RealKernel(KernelOps):
         try:
             return syscalls.move_pages_batched(self.pid, va, node, batch=self.batch,
                                                bw_limit_bytes_s=self.bw_limit).status
-        except procfs.TargetExited:
-            return np.full(len(va), -errno.ENOENT, dtype=np.int32)
+        except procfs.TargetExited as e:
+            # the batches moved before the target exited did move: their statuses stand
+            got = getattr(e, "status", None)
+            return got if got is not None else np.full(len(va), -errno.ENOENT, np.int32)
 
     def free_pages(self) -> dict[int, int]:
         return {n: b // PAGE for n, b in topology.refresh_free(self.topo, self.root).items()}

@@ -197,7 +197,9 @@ def move_pages_batched(pid: int, addrs, dst_node: int, batch: int = 512,
     """Move `addrs` of `pid` to `dst_node` with move_pages(2), `batch` pages per call,
     at most `bw_limit_bytes_s` bytes/s (token bucket, burst one batch; charged per page
     asked for). Pages reported busy (-EBUSY, -EAGAIN) are retried once at the end.
-    Classes: ok (on dst_node), busy, nomem, gone (-ENOENT, -EFAULT), other."""
+    Classes: ok (on dst_node), busy, nomem, gone (-ENOENT, -EFAULT), other. If the
+    target exits part way, `TargetExited` carries `status`: the batches done keep
+    theirs (those pages did move), the rest read -ENOENT."""
     if int(batch) < 1:
         raise TierlabError(f"bad move batch {batch!r}: must be >= 1")
     if bw_limit_bytes_s is not None and bw_limit_bytes_s <= 0:
@@ -214,7 +216,12 @@ def move_pages_batched(pid: int, addrs, dst_node: int, batch: int = 512,
             sel = slice(s, s + batch) if idx is None else idx[s:s + batch]
             part = addrs[sel]
             bucket.take(len(part) * PAGE_SIZE)
-            status[sel] = move_pages(pid, part, dst_node, flags)
+            try:
+                status[sel] = move_pages(pid, part, dst_node, flags)
+            except TargetExited as e:
+                status[slice(s, None) if idx is None else idx[s:]] = -errno.ENOENT
+                e.status = status
+                raise
 
     run(None)
     busy = np.flatnonzero((status == -errno.EBUSY) | (status == -errno.EAGAIN))
