@@ -2033,8 +2033,7 @@ def _mglru_age_py(row, npages, draw, w_tab, starts, soff, rate, ends, w_a, use_m
     nw = row.shape[0]
     b = pages.shape[0]
     one = np.uint64(1)
-    npmd = (npages + pmd - 1) // pmd
-    cost = npmd if nonleaf else 0
+    cost = (npages + pmd - 1) // pmd  # a check per PMD entry, then the young PMDs' PTEs
     cur, cnt, hot = np.int64(-1), np.int64(0), False
     prev, c = np.nan, 0.0
     n = 0

@@ -158,18 +158,29 @@ class PteScan(Monitor):
         sel = seg != UNALLOC if node is None else seg == node
         pages = np.flatnonzero(sel).astype(np.int64) + start
         young = np.zeros(pages.shape[0], dtype=bool)
-        pm = self._maps.get(node)
-        if pm is None:
-            pm = self._maps[node] = _PassMap(sim.mem.npages, 0.0)
+        pm = self._pass_map(node)
         for lo, hi, t in pm.pieces(start, end):
             a, b = np.searchsorted(pages, [lo, hi])
             if b > a:
                 young[a:b] = self._draw(pages[a:b], t, now)
-        pm.set(start, end, now)
-        self._charge(self._walk_cost(pages, young, start, end))
-        self.walks += 1
-        self.pages_scanned += int(pages.shape[0])
+        self._walked(pm, start, end, now, self._walk_cost(pages, young, start, end),
+                     pages.shape[0])
         return pages, young
+
+    def _pass_map(self, node) -> _PassMap:
+        """When the walks of `node` (None: every page) last passed each address."""
+        pm = self._maps.get(node)
+        if pm is None:
+            pm = self._maps[node] = _PassMap(self.sim.mem.npages, 0.0)
+        return pm
+
+    def _walked(self, pm: _PassMap, start: int, end: int, now: float, checks: int,
+                pages: int) -> None:
+        """A walk's bookkeeping: [start, end) passed at `now`, its checks charged."""
+        pm.set(start, end, now)
+        self._charge(checks)
+        self.walks += 1
+        self.pages_scanned += int(pages)
 
     def walk_node(self, node: int, now: float):
         """MGLRU aging walk: the whole address space, updating pages on `node`."""
@@ -179,15 +190,14 @@ class PteScan(Monitor):
         """`walk_node` and MGLRU's generation update of the pages it finds (`rule`, as
         `kernels.mglru_age` takes it, with the `slots` bitmaps of the generations) in
         one compiled pass over the node's bitmap row, with the same bits, stream,
-        charge and pass map; no array of the node's pages. False (nothing done) on another source than the rate field's, without numba or
-        PCG64, or where the node's last walks left more than one pass time (only whole
-        walks set them, so never)."""
+        charge and pass map; no array of the node's pages. False (nothing done) on
+        another source than the rate field's, without numba or PCG64, or where the
+        node's last walks left more than one pass time (only whole walks set them, so
+        never)."""
         sim = self.sim
         if not hasattr(sim.source, "draw_tables"):
             return False
-        pm = self._maps.get(node)
-        if pm is None:
-            pm = self._maps[node] = _PassMap(sim.mem.npages, 0.0)
+        pm = self._pass_map(node)
         if pm.times.shape[0] != 1:
             return False
         t = float(pm.times[0])
@@ -202,10 +212,7 @@ class PteScan(Monitor):
         if done is None:
             return False
         n, cost = done
-        pm.set(0, sim.mem.npages, now)
-        self._charge(cost)
-        self.walks += 1
-        self.pages_scanned += n
+        self._walked(pm, 0, sim.mem.npages, now, cost, n)
         return True
 
     def test(self, pages, since, now: float) -> np.ndarray:

@@ -535,8 +535,8 @@ class AutoNumaTieringMglru(AutoNumaTiering):
     Simplifications: anon pages only (no file/anon split, no tiers/refault feedback,
     no PID controller); eviction scans the oldest generation in address order from a
     per-node hand (over a bitmap per seq % 4, `slots`, so it reads only that
-    generation's words); the accessed test at eviction counts accesses since the node's last
-    walk.
+    generation's words); the accessed test at eviction counts accesses since the
+    node's last walk.
     """
 
     def attach(self, sim):
@@ -586,9 +586,11 @@ class AutoNumaTieringMglru(AutoNumaTiering):
             mism = (cur >> 2) != rule[3]
             new = np.where(young, np.uint8(rule[4]), np.where(mism, np.uint8(rule[5]), cur))
             self.gen[pages] = new
+            ch = old != new
+            pages, old, new = pages[ch], old[ch], new[ch]
             for s in range(MAX_NR_GENS):
-                self.slots.move(pages[(old != new) & (old != 0) & (old & 3 == s)], s, None)
-                self.slots.move(pages[(old != new) & (new != 0) & (new & 3 == s)], None, s)
+                self.slots.move(pages[(old != 0) & (old & 3 == s)], s, None)
+                self.slots.move(pages[(new != 0) & (new & 3 == s)], None, s)
         if fold:
             self.min_seq[node] += 1
         self.max_seq[node] += 1
