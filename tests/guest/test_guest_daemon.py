@@ -93,17 +93,21 @@ def test_exec_puts_hot_on_fast_and_cold_on_slow_and_counts_match_the_kernel(requ
     # was full at its first touch (a guest starved of CPU: the daemon had not made room
     # yet) and it went to node 1 at once; those are on node 1 by the first placement
     # sample (taken once every page is touched). The daemon promoted no fewer pages than
-    # the hot range gained on node 0.
+    # the hot range gained on node 0. Its moves after the last sample (the target is
+    # stopped once the hot range is on node 0, and a pass may still be moving) are not
+    # in numa_maps: its count is held against the kernel's migrations at the end instead.
     first = run.of("placement")[0]
     on_slow, at_first = last["cold"].get("N1", 0), first["cold"].get("N1", 0)
     down, tol = rec["moves"].get("0->1", 0), 0.01 * cold_pages + 64
-    assert on_slow - at_first - tol <= down <= on_slow + tol, (rec["moves"], first, last)
+    vm = run.one("nodes-after")["vmstat"]
+    up = rec["moves"].get("1->0", 0)
+    assert on_slow - at_first - tol <= down <= vm["pgmigrate_success"] - up, \
+        (rec["moves"], first, last, vm)
     gained_hot = last["hot"].get("N0", 0) - first["hot"].get("N0", 0)
     assert rec["moves"].get("1->0", 0) >= gained_hot - 64, (rec["moves"], first, last)
     assert rec["promotions"] <= 1.02 * hot_pages + 64, rec["promotions"]
     # vmstat: the kernel migrated at least what the daemon says it moved (compaction may
     # add its own), and nothing came from the kernel's NUMA balancing (switched off)
-    vm = run.one("nodes-after")["vmstat"]
     moved = rec["promotions"] + rec["demotions"]
     assert moved <= vm["pgmigrate_success"] <= 1.5 * moved + 4096, (moved, vm)
     assert vm["numa_pages_migrated"] == 0 and vm["pgpromote_success"] == 0, vm
