@@ -42,9 +42,13 @@ def check_invariants(sim):
     assert np.array_equal(frames, mem.held), "held[] is not the shadow frames"
     assert np.all(mem.used + mem.held <= mem.capacity), "a node is over capacity"
     if sim.shadows is not None:
-        live = sim.shadows.node != UNALLOC
+        live, sn = sim.shadows.shadowed()
+        assert len(np.unique(live)) == len(live), "a page with two live shadows"
         assert np.all(mem.node[live] != UNALLOC), "a freed page kept its shadow"
-        assert np.all(mem.node[live] != sim.shadows.node[live]), "a shadow on its page's node"
+        assert np.all(mem.node[live] != sn), "a shadow on its page's node"
+        assert np.array_equal(sim.shadows.node_of(live), sn), "the page map lost a shadow"
+        alone = np.setdiff1d(np.arange(mem.npages), live)
+        assert np.all(sim.shadows.node_of(alone) == UNALLOC), "a page without one has one"
     assert np.all(mem.used <= mem.capacity), "a node is over capacity"
     assert counts[k:UNALLOC].sum() == 0, "a page sits on a node that does not exist"
     active = (sim.lru.flags & 1) != 0

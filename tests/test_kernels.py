@@ -1272,6 +1272,45 @@ def test_page_bits_get_and_any_are_numpys(seed, n, a, b):
     np.testing.assert_array_equal(bits.get(np.arange(n)), on)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([np.int32, np.int64]),
+       st.sampled_from([40, 5000, 2**31 - 1]))
+def test_page_map_is_a_dict(seed, pdt, span):
+    """`PageMap` (NOMAD's shadowed pages) against a dict through puts, pops of present,
+    absent and repeated pages, growth from 4 slots and a remap of the values: every
+    lookup agrees, the count is the dict's, and a pop leaves no tombstone (every slot
+    empty at the end). A narrow span of pages crowds the probe runs, which then wrap
+    past the table's end."""
+    rng = np.random.default_rng(seed)
+    pm = kernels.PageMap(pdt, np.int64, 4)
+    ref: dict = {}
+    for _ in range(12):
+        cand = np.unique(rng.integers(0, span, int(rng.integers(0, 60))))
+        new = np.array([c for c in cand.tolist() if c not in ref], dtype=np.int64)
+        vals = rng.integers(0, 10**9, new.shape[0])
+        pm.put(new, vals)
+        ref.update(zip(new.tolist(), vals.tolist()))
+        asked = rng.integers(0, span, 30)
+        assert pm.get(asked).tolist() == [ref.get(int(x), -1) for x in asked]
+        have = np.array(sorted(ref), dtype=np.int64)
+        out = np.concatenate((rng.permutation(have)[:int(rng.integers(0, len(have) + 1))],
+                              rng.integers(0, span, 5)))
+        out = np.concatenate((out, out[:2]))  # a repeat: found once
+        popped = pm.pop(out).tolist()
+        assert popped == [ref.pop(int(x), -1) for x in out]
+        assert len(pm) == len(ref) == int((pm.keys != -1).sum())
+    full = pm.keys != -1
+    assert dict(zip(pm.keys[full].tolist(), pm.vals[full].tolist())) == ref
+    # values as entry indexes, renumbered as a compaction does
+    pages = np.array(list(ref), dtype=np.int64)
+    pm.pop(pages)
+    assert len(pm) == 0 and np.all(pm.keys == -1)
+    pm.put(pages, np.arange(len(pages)))
+    new = rng.permutation(len(pages))
+    pm.remap(new)
+    assert pm.get(pages).tolist() == new.tolist()
+
+
 def test_fault_calendar_keeps_works_bit_for_bit_through_a_grown_pool():
     """Works of every magnitude share blocks only with works of their top 16 bits and
     come back bit for bit; when the pool grows (`_reserve`), the blocks in use keep

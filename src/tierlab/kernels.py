@@ -275,10 +275,10 @@ _HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
             "_cal_unlink", "_cal_close", "_time_at", "_cooled_bin", "_lap_bytes",
             "_pcg_step", "_pcg_double", "_pcg64_fill", "_sub_expected", "_sub_expected_eps",
             "_draw_block", "_draw_pages", "_walk_init", "_walk", "_word_mask",
-            "_pcg_advance", "_list_bounds", "_nimble_flush", "_inactive_rule")
+            "_pcg_advance", "_list_bounds", "_nimble_flush", "_inactive_rule", "_phash")
 #: helpers compiled inline into their callers (`_inline_jit`)
 _INLINE = ("_lap_bytes", "_time_at", "_cooled_bin", "_pcg_step", "_pcg_double", "_upper",
-           "_lower", "_word_mask", "_inactive_rule")
+           "_lower", "_word_mask", "_inactive_rule", "_phash")
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
 _time_at, _cooled_bin = _time_at_py, _cooled_bin_py
 
@@ -2180,6 +2180,81 @@ def _memtis_cool_py(hs, d, hp, cnt, pclk, may_hot, ebins, track, hot_thr, bp_act
         refs[i] = rf
 
 
+def _phash_py(p, m):
+    # page p's home slot in a table of m + 1 slots (a power of two): a multiply, then
+    # its upper bits folded down (a product's low bits depend only on p's low bits)
+    x = int(p) * 73244475
+    return (x ^ (x >> 29)) & m
+
+
+_phash = _phash_py
+
+
+def _pmap_put_py(keys, vals, pages, idx):
+    # pages (none in the table) -> idx, by linear probing from each one's home slot
+    m = keys.shape[0] - 1
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        h = _phash(p, m)
+        while keys[h] != -1:
+            h = (h + 1) & m
+        keys[h] = p
+        vals[h] = idx[i]
+
+
+def _pmap_get_py(keys, vals, pages, out):
+    # out[i] = the value of pages[i], -1 if absent
+    m = keys.shape[0] - 1
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        h = _phash(p, m)
+        out[i] = -1
+        while keys[h] != -1:
+            if keys[h] == p:
+                out[i] = vals[h]
+                break
+            h = (h + 1) & m
+
+
+def _pmap_pop_py(keys, vals, pages, out):
+    # `_pmap_get`, each page found then taken out: the entries after it in its probe
+    # run shift back over the hole where their home slot allows (Knuth's algorithm R,
+    # TAOCP 6.4), so no tombstone is left; returns how many were found
+    m = keys.shape[0] - 1
+    found = 0
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        h = _phash(p, m)
+        out[i] = -1
+        while keys[h] != -1 and keys[h] != p:
+            h = (h + 1) & m
+        if keys[h] == -1:
+            continue
+        out[i] = vals[h]
+        found += 1
+        j = h
+        while True:
+            j = (j + 1) & m
+            if keys[j] == -1:
+                break
+            k = _phash(keys[j], m)
+            # the entry at j stays where its home k lies cyclically in (h, j]
+            if (k > h and k <= j) if h <= j else (k > h or k <= j):
+                continue
+            keys[h] = keys[j]
+            vals[h] = vals[j]
+            h = j
+        keys[h] = -1
+    return found
+
+
+def _pmap_remap_py(keys, vals, new):
+    # every value v in the table becomes new[v]
+    for h in range(keys.shape[0]):
+        if keys[h] != -1:
+            vals[h] = new[vals[h]]
+
+
 _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "bits_set": _bits_set_py, "bits_get": _bits_get_py, "bits_any": _bits_any_py,
        "move_pages": _move_pages_py, "set_active": _set_active_py,
@@ -2206,7 +2281,9 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "mglru_age": _mglru_age_py,
        "first_seen": _first_seen_py, "sorted_find": _sorted_find_py,
        "cooled_bins": _cooled_bins_py, "memtis_cool": _memtis_cool_py,
-       "set_counts": _set_counts_py, "split_bins": _split_bins_py}
+       "set_counts": _set_counts_py, "split_bins": _split_bins_py,
+       "pmap_put": _pmap_put_py, "pmap_get": _pmap_get_py, "pmap_pop": _pmap_pop_py,
+       "pmap_remap": _pmap_remap_py}
 
 #: below this size numpy's own sort is as fast and needs no compiled code
 SMALL = 256
@@ -3359,6 +3436,62 @@ class PageBits:
 
     def clear(self, start: int, end: int) -> None:
         _kernel("bits_range")(self.words.reshape(1, -1), 0, int(start), int(end), False)
+
+
+class PageMap:
+    """A map from pages to integers for a set of pages far smaller than memory (NOMAD's
+    shadowed pages): open addressing with linear probing in a power-of-two table kept
+    at most 3/4 full, deletions by backward shift (no tombstones). Keys in the pages'
+    dtype (`page_dtype`), -1 for an empty slot; values of `vdt`. Lookups of absent
+    pages probe to the next empty slot, so callers filter by a `PageBits` first."""
+
+    LOAD = 0.75
+
+    def __init__(self, pdt, vdt, cap: int = 1024):
+        self.pdt, self.vdt = pdt, vdt
+        self.keys = np.full(int(cap), -1, pdt)
+        self.vals = np.zeros(int(cap), vdt)
+        self.n = 0
+
+    def __len__(self):
+        return self.n
+
+    def _grow(self, need: int) -> None:
+        cap = self.keys.shape[0]
+        if need <= self.LOAD * cap:
+            return
+        while need > self.LOAD * cap:
+            cap *= 2
+        full = self.keys != -1
+        k, v = self.keys[full], self.vals[full]
+        self.keys = np.full(cap, -1, self.pdt)
+        self.vals = np.zeros(cap, self.vdt)
+        _kernel("pmap_put")(self.keys, self.vals, k, v)
+
+    def put(self, pages, vals) -> None:
+        """pages (distinct, none in the map) -> vals."""
+        pages = np.asarray(pages, dtype=self.pdt)
+        self._grow(self.n + pages.shape[0])
+        _kernel("pmap_put")(self.keys, self.vals, pages, np.asarray(vals, dtype=self.vdt))
+        self.n += pages.shape[0]
+
+    def get(self, pages) -> np.ndarray:
+        """Each page's value, -1 where absent (int64)."""
+        pages = np.asarray(pages, dtype=self.pdt)
+        out = np.empty(pages.shape[0], np.int64)
+        _kernel("pmap_get")(self.keys, self.vals, pages, out)
+        return out
+
+    def pop(self, pages) -> np.ndarray:
+        """`get`, and the pages found taken out of the map (pages distinct)."""
+        pages = np.asarray(pages, dtype=self.pdt)
+        out = np.empty(pages.shape[0], np.int64)
+        self.n -= int(_kernel("pmap_pop")(self.keys, self.vals, pages, out))
+        return out
+
+    def remap(self, new) -> None:
+        """Every value v becomes new[v]."""
+        _kernel("pmap_remap")(self.keys, self.vals, np.asarray(new, dtype=self.vdt))
 
 
 class SlotBits:

@@ -408,7 +408,7 @@ class Simulation(PolicyBackend):
         no copy (`demotion_unmap_and_move`: the shadow is the destination, whatever
         node was asked); any other move frees the shadow first. Returns (pages
         remapped, the pages and nodes left to copy)."""
-        sh = self.shadows.node[pages]
+        sh = self.shadows.take(pages)
         has = sh != UNALLOC
         if not has.any():
             return 0, pages, cur
@@ -416,11 +416,11 @@ class Simulation(PolicyBackend):
         rp, rc, rs = pages[down], cur[down], sh[down]
         n = len(rp)
         if n:
-            self.shadows.remap(rp, rs)
+            self.shadows.release(rs, "remap")
             self._relocate(rp, rc, rs, reason or "shadow-remap", copy=False)
             if not self.policy.free_migrations:
                 self._shootdowns(n)
-        self.shadows.drop(pages[has & ~down])
+        self.shadows.release(sh[has & ~down], "other")
         return n, pages[~down], cur[~down]
 
     def migrate_tpm(self, pages, dst: int, retries: int = 10, reason: str = "") -> tuple:
@@ -646,7 +646,7 @@ class Simulation(PolicyBackend):
             for s, e in np.asarray(ch.free).reshape(-1, 2):
                 self.lru.on_free(int(s), int(e), self.mem.node[int(s):int(e)])
                 if self.shadows is not None:
-                    self.shadows.drop(np.arange(int(s), int(e), dtype=np.int64))
+                    self.shadows.drop_range(int(s), int(e))
                 self.mem.release_range(int(s), int(e))
                 if self.cache is not None:
                     self.cache.on_free(int(s), int(e))

@@ -21,21 +21,23 @@ here, on the engine's side of the policy interface, from the page's true write r
 
 The first write to a shadowed page is drawn in units of work (the rate field's clock):
 after Exp(1) / w_p work, w_p the page's writes per unit of work; when the field changes
-the remaining time is drawn again (memoryless). Per shadow this keeps one node byte per
-page (created at the first TPM) and, per live shadow, its page and expiry.
+the remaining time is drawn again (memoryless).
+
+State is kept for the shadowed pages only (issue 18's target 3: a shadow byte and a
+2-byte generation for every page were 3 of NOMAD's 23 bytes a page at 10x bench_memsim,
+and a compaction's pass over every entry through them 18% of its CPU): a bit per page,
+and per shadow an entry (page and node) in creation order, a slot of a page -> entry
+map (`kernels.PageMap`) and a place in the runs by expiry.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import SortedRun, page_dtype, push_tiered, take_through
+from ..kernels import PageBits, PageMap, SortedRun, page_dtype, push_tiered, take_through
 from .memory import UNALLOC
 
-#: a page's shadow generation: 2 bytes, so that a generation wraps (and forces a
-#: compaction of every entry) once in 65,535 shadows of a page, not 255 (NOMAD at 10x
-#: bench_memsim compacted at every few promotion batches)
-GEN = np.uint16
-GEN_MAX = np.iinfo(GEN).max
+#: an entry whose shadow is gone (its node byte)
+DEAD = UNALLOC
 
 
 class ShadowCopies:
@@ -44,25 +46,26 @@ class ShadowCopies:
     def __init__(self, sim):
         self.sim = sim
         mem = sim.mem
-        self.node = np.full(mem.npages, UNALLOC, dtype=np.uint8)  #: shadow's node per page
-        #: each page's shadow generation (bumped at every new shadow): an entry of
-        #: `pages` is live only while its page's shadow is there and of its generation,
-        #: so a page shadowed again needs no search for its old entry
-        self.gen = np.zeros(mem.npages, dtype=GEN)
+        self._has = PageBits.zeros(mem.npages)  #: pages with a live shadow
         #: the entries in creation order, in the first `_n` places of buffers that
         #: double when full (a copy of every entry at each `add` made NOMAD quadratic
-        #: in its promotions; the places past `_n` stay untouched): the shadowed pages
-        #: (live or stale; 4 bytes while page numbers fit) and each entry's generation
+        #: in its promotions; the places past `_n` stay untouched): each shadow's page
+        #: (4 bytes while page numbers fit) and node, `DEAD` once the shadow is gone
         self._pdt = page_dtype(mem.npages)
+        #: entry indexes: 4 bytes while twice the pages fit (entries are compacted
+        #: before the dead outnumber half the live)
+        self._idt = np.int32 if 2 * mem.npages < 2**31 else np.int64
         self._pages = np.zeros(1024, dtype=self._pdt)
-        self._egen = np.zeros(1024, dtype=GEN)
+        self._enode = np.full(1024, DEAD, dtype=np.uint8)
         self._n = 0
-        #: the same entries by the work at which each page is first written: a few
-        #: sorted runs (keys: that work; tag: the generation; `kernels.push_tiered`),
-        #: so a tick takes the expired prefixes instead of comparing every entry (NOMAD
-        #: at 10x bench_memsim: a quarter of its time)
+        self._dead = 0  #: entries of shadows gone (compacted once half the live)
+        self._entry = PageMap(self._pdt, self._idt)  #: live shadow's page -> its entry
+        #: the entries by the work at which each page is first written: a few sorted
+        #: runs (keys: that work; pages: the entry; `kernels.push_tiered`), so a tick
+        #: takes the expired prefixes instead of comparing every entry (NOMAD at 10x
+        #: bench_memsim: a quarter of its time); an entry taken whose shadow is gone
+        #: is passed over
         self._runs: list[SortedRun] = []
-        self._dead = 0  #: entries known stale (compacted once a quarter of them)
         #: per node, an entry index before which no entry is a live shadow on it (an
         #: entry that is not a live shadow on a node never becomes one): `reclaim`
         #: starts its scan there
@@ -78,24 +81,30 @@ class ShadowCopies:
         self.tpm_failed = 0
 
     # -- bookkeeping -------------------------------------------------------------------
-    @property
-    def pages(self) -> np.ndarray:
-        return self._pages[:self._n]
+    def shadowed(self):
+        """(pages, nodes) of the live shadows, in creation order."""
+        e = self._enode[:self._n]
+        live = e != DEAD
+        return self._pages[:self._n][live].astype(np.int64), e[live]
 
-    @property
-    def egen(self) -> np.ndarray:
-        return self._egen[:self._n]
+    def entries(self) -> int:
+        """Entries kept, live or not (bounded by compaction)."""
+        return self._n
 
-    def _live(self) -> np.ndarray:
-        p = self.pages
-        return (self.node[p] != UNALLOC) & (self.gen[p] == self.egen)
+    def node_of(self, pages) -> np.ndarray:
+        """The node of each page's shadow, `UNALLOC` for a page without one."""
+        pages = np.asarray(pages, dtype=np.int64)
+        out = np.full(pages.shape[0], UNALLOC, dtype=np.uint8)
+        has = np.flatnonzero(self._has.get(pages))
+        if has.shape[0]:
+            out[has] = self._enode[self._entry.get(pages[has])]
+        return out
 
     def per_node(self) -> np.ndarray:
         """Shadow frames held on each node, recounted from the live entries (the engine
         keeps the same counts incrementally in `mem.held`)."""
         k = self.sim.machine.nnodes
-        live = self.node[self.pages[self._live()]]
-        return np.bincount(live, minlength=256)[:k]
+        return np.bincount(self._enode[:self._n], minlength=256)[:k]
 
     def _first_write(self, pages) -> np.ndarray:
         """Work until each page's next write (Exp with the page's write rate)."""
@@ -105,119 +114,141 @@ class ShadowCopies:
             return self.sim.work + np.where(w > 0, e / np.where(w > 0, w, 1.0), np.inf)
 
     def add(self, pages, src) -> None:
-        """Keep the old frames of `pages` (on nodes `src`) as their shadows."""
+        """Keep the old frames of `pages` (distinct, none shadowed; on nodes `src`) as
+        their shadows."""
         if len(pages) == 0:
             return
-        # a wrap could revive a stale entry: then none may be left
-        self._compact(force=bool((self.gen[pages] == GEN_MAX).any()))
-        self.gen[pages] += 1
-        self.node[pages] = src
+        self._compact()
+        pages = np.asarray(pages, dtype=np.int64)
         k = self.sim.machine.nnodes
         self.sim.mem.held += np.bincount(src, minlength=256)[:k]
         n, m = self._n, len(pages)
         if n + m > self._pages.shape[0]:
             cap = max(2 * self._pages.shape[0], n + m)
-            pg, eg = np.empty(cap, self._pdt), np.empty(cap, GEN)
-            pg[:n], eg[:n] = self.pages, self.egen
-            self._pages, self._egen = pg, eg
+            pg, nd = np.empty(cap, self._pdt), np.empty(cap, np.uint8)
+            pg[:n], nd[:n] = self._pages[:n], self._enode[:n]
+            self._pages, self._enode = pg, nd
         self._pages[n:n + m] = pages
-        self._egen[n:n + m] = self.gen[pages]
+        self._enode[n:n + m] = src
         self._n = n + m
-        self._index(self._first_write(pages), self._pages[n:n + m], self._egen[n:n + m])
-        self.created += len(pages)
+        idx = np.arange(n, n + m, dtype=self._idt)
+        self._entry.put(pages, idx)
+        self._has.set(pages, True)
+        self._index(self._first_write(pages), idx)
+        self.created += m
 
-    def _index(self, expire, pages, egen) -> None:
+    def _index(self, expire, idx) -> None:
         """Entries into the runs by expiry (a stable sort, then merges while the run
         before is at most twice as long)."""
         o = np.argsort(expire, kind="stable")
-        push_tiered(self._runs, SortedRun(expire[o], np.asarray(pages, self._pdt)[o],
-                                          np.asarray(egen)[o]))
+        push_tiered(self._runs, SortedRun(expire[o], idx[o], np.zeros(o.shape[0], np.uint8)))
+
+    def take(self, pages) -> np.ndarray:
+        """Each page's shadow taken out of the bookkeeping (its frame still held until
+        `release`): the node it was on, `UNALLOC` for a page without one."""
+        pages = np.asarray(pages, dtype=np.int64)
+        out = np.full(pages.shape[0], UNALLOC, dtype=np.uint8)
+        if self._n == self._dead:
+            return out
+        has = np.flatnonzero(self._has.get(pages))
+        if has.shape[0] == 0:
+            return out
+        p = pages[has]
+        e = self._entry.pop(p)
+        if (e < 0).any():  # a page listed twice: its shadow is gone at the first
+            has, p, e = has[e >= 0], p[e >= 0], e[e >= 0]
+        out[has] = self._enode[e]
+        self._enode[e] = DEAD
+        self._has.set(p, False)
+        self._dead += p.shape[0]
+        return out
+
+    def release(self, nodes, count: str) -> None:
+        """The frames of shadows taken (on `nodes`) freed, counted under `count`, or
+        become their pages' own ("remap": demoted onto their shadows)."""
+        k = self.sim.machine.nnodes
+        self.sim.mem.held -= np.bincount(nodes, minlength=256)[:k]
+        if count == "remap":
+            self.remapped += len(nodes)
+        else:
+            self.dropped[count] += len(nodes)
 
     def drop(self, pages, count: str = "other") -> int:
         """Free the shadows of `pages` (those that have one); returns how many."""
-        pages = np.asarray(pages, dtype=np.int64)
-        if pages.size == 0:
+        if len(pages) == 0 or self._n == self._dead:
             return 0
-        sn = self.node[pages]
-        has = sn != UNALLOC
-        n = int(has.sum())
-        if n:
-            k = self.sim.machine.nnodes
-            self.sim.mem.held -= np.bincount(sn[has], minlength=256)[:k]
-            self.node[pages[has]] = UNALLOC
-            self.dropped[count] += n
-            self._dead += n  # each had one live entry
-        return n
+        nodes = self.take(pages)
+        nodes = nodes[nodes != UNALLOC]
+        self.release(nodes, count)
+        return nodes.shape[0]
 
-    def remap(self, pages, nodes) -> None:
-        """`pages` are demoted onto their shadows (on `nodes`): the frames become the
-        pages' own again."""
-        k = self.sim.machine.nnodes
-        self.node[pages] = UNALLOC
-        self.sim.mem.held -= np.bincount(nodes, minlength=256)[:k]
-        self.remapped += len(pages)
-        self._dead += len(pages)
+    def drop_range(self, start: int, end: int) -> int:
+        """`drop` of the pages [start, end) (freed)."""
+        if self._n == self._dead or not self._has.any(start, end):
+            return 0
+        return self.drop(np.arange(start, end, dtype=np.int64))
 
     def _compact(self, force: bool = False) -> None:
-        """Drop the stale entries: all of them when forced, else once they are a
-        quarter of the entries (each pass is over every entry)."""
-        if not force and 4 * self._dead <= self.pages.shape[0]:
+        """Drop the dead entries: all of them when forced, else once they are more than
+        half the live (each pass is over every entry, but only over them: no page's
+        state is read)."""
+        live_n = self._n - self._dead
+        if self._dead == 0 or not force and 2 * self._dead <= live_n:
             return
-        live = self._live()
-        if not live.all():
-            k = int(live.sum())
-            self._pages[:k] = self.pages[live]
-            self._egen[:k] = self.egen[live]
-            self._n = k
-            self._rptr = {}
-            runs = []
-            for r in self._runs:
-                e, p, g = r.live()
-                keep = (self.node[p] != UNALLOC) & (self.gen[p] == g)
-                if keep.any():
-                    runs.append(SortedRun(e[keep], p[keep], g[keep]))
-            self._runs = runs
+        e = self._enode[:self._n]
+        live = e != DEAD
+        new = np.cumsum(live, dtype=self._idt) - 1
+        self._pages[:live_n] = self._pages[:self._n][live]
+        self._enode[:live_n] = e[live]
+        self._entry.remap(new)
+        runs = []
+        for r in self._runs:
+            w, i, t = r.live()
+            keep = live[i]
+            if keep.any():
+                runs.append(SortedRun(w[keep], new[i[keep]].astype(self._idt), t[keep]))
+        self._runs = runs
+        self._n = live_n
         self._dead = 0
+        self._rptr = {}
 
     # -- events ------------------------------------------------------------------------
     def expire_writes(self) -> int:
         """Drop the shadows whose page has been written by now (write-protect faults);
         returns how many (the engine charges one fault each)."""
-        if self.pages.size == 0:
+        if self._n == self._dead:
             return 0
         self._compact()
         got = take_through(self._runs, self.sim.work)
         if not got:
             return 0
-        p, g = np.concatenate([x[1] for x in got]), np.concatenate([x[2] for x in got])
-        return self.drop(p[(self.node[p] != UNALLOC) & (self.gen[p] == g)], "write")
+        i = np.concatenate([x[1] for x in got])
+        return self.drop(self._pages[i[self._enode[i] != DEAD]], "write")
 
     def redraw(self) -> None:
         """The field changed: draw each live shadow's first write again."""
         self._compact(force=True)
         self._runs = []
-        if self.pages.size:
-            self._index(self._first_write(self.pages), self.pages, self.egen)
+        if self._n:
+            self._index(self._first_write(self._pages[:self._n]),
+                        np.arange(self._n, dtype=self._idt))
 
     def reclaim(self, node: int, n: int) -> int:
         """Free up to n shadow frames on `node` (memory pressure there), oldest first."""
-        if n <= 0 or self.pages.size == 0:
+        if n <= 0 or self._n == self._dead:
             return 0
         self._compact()
         i = self._rptr.get(node, 0)
         need, got = int(n), []
         step = max(4 * need, 4096)
         while need > 0 and i < self._n:
-            p, g = self._pages[i:min(i + step, self._n)], self._egen[i:min(i + step, self._n)]
-            on = np.flatnonzero((self.node[p] == node) & (self.gen[p] == g))[:need]
-            got.append(p[on])
+            on = np.flatnonzero(self._enode[i:min(i + step, self._n)] == node)[:need]
+            got.append(i + on)
             need -= on.shape[0]
             # the entries up to the last one taken are no live shadow on the node now
-            i = i + int(on[-1]) + 1 if need == 0 else i + p.shape[0]
+            i = i + int(on[-1]) + 1 if need == 0 else min(i + step, self._n)
         self._rptr[node] = i
-        if not got:
-            return 0
-        return self.drop(np.concatenate(got), "reclaimed")
+        return self.drop(self._pages[np.concatenate(got)], "reclaimed") if got else 0
 
     def tpm_outcome(self, pages, copy_s: float, retries: int):
         """Which transactions of `pages` commit within `retries` attempts of `copy_s`
