@@ -426,10 +426,11 @@ class Nimble(Policy):
         hot_list = self._aged.get(slow)
         if hot_list is None:
             hot_list, _ = self._lists_now(slow).list(True)
-        # of the fast node's inactive list only its length and the coldest few are
-        # used: the rest is not emitted
-        fast_lists = self._lists_now(fast)
-        n_cold = fast_lists.lengths()[0]
+        # of the fast node's inactive list only its length (its pages less its active
+        # ones, as the LRU counts them) and, when the hot pages do not fit, the coldest
+        # few are used: the lists are counted only then (the bottom pair's fast node,
+        # whose slow node is often empty, is the largest)
+        n_cold = int(sim.mem.used[fast] - sim.lru.nr_active[fast])
         self.hot_last += len(hot_list)
         self.cold_last += n_cold
         if 0 < free and nr < free:
@@ -444,7 +445,7 @@ class Nimble(Policy):
             return []
         if free >= len(hot):
             return [_Stage("in", a=hot, dst=fast, keep=len(hot))]
-        cold = fast_lists.first(min(len(hot) - free, n_cold), 0)[0]
+        cold = self._lists_now(fast).first(min(len(hot) - free, n_cold), 0)[0]
         c["cold_isolated"] += len(cold)
         stages = []
         if self.mode == "exchange":
