@@ -188,6 +188,32 @@ def test_decisions_share_the_lists_until_a_page_moves(machine, workload, period,
         assert works[0] < works[1]
 
 
+@pytest.mark.parametrize("machine, workload, period, scale", [
+    ("optane-4tier", "gups:hotset", "1s", 1 / 256),
+    ("optane-2tier", "gups:hotset", "1s", 1 / 256),
+])
+def test_the_aged_lists_are_the_lists_counted_again(machine, workload, period, scale,
+                                                    monkeypatch):
+    """The lists an aging pass leaves for the decisions (`Nimble._aged_lists`: the
+    counts before the pass, less the pages it re-inserted, plus them at the pass's
+    time) are the node's lists counted afresh, at every decision that reads them (the
+    fast node's coldest pages, when the hot pages do not fit)."""
+    orig = Nimble._lists_now
+    seen = [0]
+
+    def checked(self, node):
+        got = self._sync.get(node)
+        if got is not None:
+            np.testing.assert_array_equal(got.hist, self._lists(node).hist)
+            seen[0] += 1
+        return orig(self, node)
+
+    monkeypatch.setattr(Nimble, "_lists_now", checked)
+    api.run(machine=machine, workload=workload, policy=f"nimble:period={period}",
+            scale=scale, seed=0)
+    assert seen[0] > 0
+
+
 def test_hot_set_in_the_slow_tier_is_exchanged_in_when_fast_is_full():
     """DRAM is full (dram-preferred fills it to the low watermark) and the hot set sits
     in Optane: it is promoted by exchange with cold DRAM pages, the fast node never

@@ -141,6 +141,16 @@ class _Stage:
         self.moved_out = 0
 
 
+def _take_oldest(row, n: int) -> None:
+    """A list's counts by insertion index (`LruLists.hist`'s row) less its n oldest
+    pages (the lowest indexes first, as the list's tail is)."""
+    if n:
+        c = np.cumsum(row)
+        k = int(np.searchsorted(c, n))
+        row[:k] = 0
+        row[k] = c[k] - n
+
+
 def _int(v, what: str, lo: int, hi: int) -> int:
     try:
         x = int(str(v).strip())
@@ -316,12 +326,29 @@ class Nimble(Policy):
         nimble_active(dscan, lru.flags, self.inserted, self.checked, t, ACTIVE | PROMOTE)
         lru.nr_active[node] -= len(dscan)
         lru.active_changed()
+        self._sync[node] = self._aged_lists(lists, t, n_scan, len(up), len(dscan), clean)
         n = n_scan + len(dscan)
         self.c["scanned"] += n
         self.c["activated"] += len(up)
         self.c["deactivated"] += len(dscan)
         sim.charge_cpu(sim.bits.cpu_seconds - cpu0 + n * SCAN_SECONDS, kind="monitor")
         return active[len(dscan):]
+
+    @staticmethod
+    def _aged_lists(lists: LruLists, t: int, n_scan: int, n_up: int, n_down: int,
+                    clean: bool) -> LruLists:
+        """The node's lists after its aging pass, from their counts before it: the
+        n_scan oldest inactive pages re-inserted at t (n_up of them on the active
+        list), then the n_down oldest active pages inserted at t on the inactive one,
+        so the decisions that follow need not count the node again (`_lists_now`)."""
+        h = lists.hist
+        _take_oldest(h[0], n_scan)
+        h[0, t] += n_scan - n_up
+        if clean:  # else `_age` counted them to list the active pages
+            h[1, t] += n_up
+        _take_oldest(h[1], n_down)
+        h[0, t] += n_down
+        return lists
 
     # -- mm_manage --------------------------------------------------------------------
     def mm_manage(self, now: float) -> None:
