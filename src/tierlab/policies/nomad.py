@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.lru import REFERENCED
+from ..kernels import unique_in_order
 from ..workloads._common import parse_number
 from .autonuma import UNALLOC
 from .base import POLICIES
@@ -93,9 +94,9 @@ class Nomad(Tpp):
         pages, due = pages[keep], due[keep]
         ready = due < self._nfaults
         self._lb_pages, self._lb_due = pages[~ready], due[~ready]
-        req = pages[ready][np.argsort(due[ready], kind="stable")]
-        _, first = np.unique(req, return_index=True)  # PagePromQueued
-        req = req[np.sort(first)]
+        # PagePromQueued: each page queued once, at its first request (a pass over a
+        # bitset of pages, not np.unique's sort)
+        req = unique_in_order(pages[ready][np.argsort(due[ready], kind="stable")])
         for _ in range(2):  # mark_page_accessed until active, as the re-checks do
             self.marked += int((~lru.mark_faulted(req)).sum())
         self.kswapd.wake_below_target()
