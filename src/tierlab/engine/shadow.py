@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import PageBits, PageMap, SortedRun, page_dtype, push_tiered, take_through
+from ..kernels import (PageBits, PageMap, SortedRun, argsort_stable, page_dtype, push_tiered,
+                       take_through)
 from .memory import UNALLOC
 
 #: an entry whose shadow is gone (its node byte)
@@ -138,9 +139,9 @@ class ShadowCopies:
         self.created += m
 
     def _index(self, expire, idx) -> None:
-        """Entries into the runs by expiry (a stable sort, then merges while the run
-        before is at most twice as long)."""
-        o = np.argsort(expire, kind="stable")
+        """Entries into the runs by expiry (a stable sort, by radix past 256 entries,
+        then merges while the run before is at most twice as long)."""
+        o = argsort_stable(expire)
         push_tiered(self._runs, SortedRun(expire[o], idx[o], np.zeros(o.shape[0], np.uint8)))
 
     def take(self, pages) -> np.ndarray:
