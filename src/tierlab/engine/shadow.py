@@ -207,7 +207,7 @@ class ShadowCopies:
             w, i, t = r.live()
             keep = live[i]
             if keep.any():
-                runs.append(SortedRun(w[keep], new[i[keep]].astype(self._idt), t[keep]))
+                runs.append(SortedRun(w[keep], new[i[keep]], t[keep]))
         self._runs = runs
         self._n = live_n
         self._dead = 0
