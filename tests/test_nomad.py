@@ -150,50 +150,6 @@ def test_nomad_runs_and_keeps_invariants(write_frac):
         assert rec["shadows"]["shadows_dropped_write"] > 0
 
 
-@pytest.mark.parametrize("write_frac, slow_pages", [(0.0, 4000), (0.01, 4000),
-                                                    (0.01, 2520)])
-def test_trimming_the_dead_prefix_is_a_full_compaction(write_frac, slow_pages,
-                                                       monkeypatch):
-    """Dropping only the entries' dead prefix (`ShadowCopies._trim`: every index shifted
-    by one amount) gives the run a full compaction gives, field by field; a wrong shift
-    would drop the wrong pages' shadows at their writes or reclaim the wrong ones (a
-    slow node of 2,520 pages: its shadows are reclaimed under pressure)."""
-    from tierlab.engine import shadow
-    wl = HotCold(n=3000, hot=600, work=3e9, write_frac=write_frac)
-    m = small_machine(dram_pages=500, slow_pages=slow_pages)
-    orig_trim, orig_compact = shadow.ShadowCopies._trim, shadow.ShadowCopies._compact
-    used = {"trim": 0, "full": 0, "kept": 0}  # kept: trims with live entries after
-
-    def trim(self, d):
-        used["trim"] += 1
-        used["kept"] += int(d < self._n and any(len(r) for r in self._runs))
-        return orig_trim(self, d)
-
-    def compact(self, force=False):
-        dead, trims = self._dead, used["trim"]
-        orig_compact(self, force)
-        if dead and self._dead == 0 and used["trim"] == trims:
-            used["full"] += 1
-
-    monkeypatch.setattr(shadow.ShadowCopies, "_trim", trim)
-    monkeypatch.setattr(shadow.ShadowCopies, "_compact", compact)
-    sim, rec = simulate(m, wl, "nomad", "dram-preferred", seed=2)
-    check_invariants(sim)
-    # read-only, the shadows go by demotion in no set order; written, mostly oldest first
-    assert used["full" if write_frac == 0.0 else "kept"] > 0
-    if slow_pages < 3000:
-        assert rec["shadows"]["shadows_dropped_reclaimed"] > 0
-
-    def never(self, d):  # the full compaction instead
-        self._compact(force=True)
-
-    monkeypatch.setattr(shadow.ShadowCopies, "_trim", never)
-    _, full = simulate(m, wl, "nomad", "dram-preferred", seed=2)
-    rec.pop("wall_seconds")
-    full.pop("wall_seconds")
-    assert rec == full
-
-
 def test_nomad_demotes_clean_pages_by_remap_under_pressure():
     """A read-only hot set larger than DRAM (NOMAD's pressure case): TPP copies every
     migration; NOMAD's demotions of promoted, still clean pages are remaps, so it

@@ -3493,10 +3493,6 @@ class PageMap:
         """Every value v becomes new[v]."""
         _kernel("pmap_remap")(self.keys, self.vals, np.asarray(new, dtype=self.vdt))
 
-    def shift(self, by: int) -> None:
-        """Every value v becomes v + by."""
-        self.vals[self.keys != -1] += by
-
 
 class SlotBits:
     """One bitmap per value of a small per-page field (MGLRU's generations, seq % 4):

@@ -192,51 +192,26 @@ class ShadowCopies:
     def _compact(self, force: bool = False) -> None:
         """Drop the dead entries: all of them when forced, else once they are more than
         half the live (each pass is over every entry, but only over them: no page's
-        state is read). Where the oldest entries hold at least half the dead (shadows
-        mostly go oldest first: reclaimed, demoted, written), only that dead prefix is
-        dropped (`_trim`): every index shifts by one amount, with no random reads."""
+        state is read)."""
         live_n = self._n - self._dead
         if self._dead == 0 or not force and 2 * self._dead <= live_n:
             return
-        alive = np.flatnonzero(self._enode[:self._n] != DEAD)
-        d = int(alive[0]) if alive.shape[0] else self._n  # the dead prefix
-        if not force and 2 * d >= self._dead:
-            self._trim(d)
-            return
-        new = np.full(self._n, -1, self._idt)  # each entry's new index, -1 if dead
-        new[alive] = np.arange(live_n, dtype=self._idt)
-        self._pages[:live_n] = self._pages[alive]
-        self._enode[:live_n] = self._enode[alive]
+        e = self._enode[:self._n]
+        live = e != DEAD
+        new = np.cumsum(live, dtype=self._idt) - 1
+        self._pages[:live_n] = self._pages[:self._n][live]
+        self._enode[:live_n] = e[live]
         self._entry.remap(new)
         runs = []
         for r in self._runs:
             w, i, t = r.live()
-            j = new[i]
-            keep = j >= 0
+            keep = live[i]
             if keep.any():
-                runs.append(SortedRun(w[keep], j[keep], t[keep]))
+                runs.append(SortedRun(w[keep], new[i[keep]], t[keep]))
         self._runs = runs
         self._n = live_n
         self._dead = 0
         self._rptr = {}
-
-    def _trim(self, d: int) -> None:
-        """Drop the first d entries, every one dead: the rest move d places down, as do
-        the map's values, the runs' indexes and the reclaim marks."""
-        n = self._n
-        self._pages[:n - d] = self._pages[d:n]
-        self._enode[:n - d] = self._enode[d:n]
-        self._entry.shift(-d)
-        runs = []
-        for r in self._runs:
-            w, i, t = r.live()
-            keep = i >= d
-            if keep.any():
-                runs.append(SortedRun(w[keep], i[keep] - d, t[keep]))
-        self._runs = runs
-        self._n = n - d
-        self._dead -= d
-        self._rptr = {k: max(v - d, 0) for k, v in self._rptr.items()}
 
     # -- events ------------------------------------------------------------------------
     def expire_writes(self) -> int:
