@@ -315,18 +315,18 @@ class Nimble(Policy):
         else:
             up, act = got
         lru.nr_active[node] += len(up)
+        lists.hist[1, t] += len(up)
         if clean:  # the activated pages, inserted now, follow the old list in address order
             # (the one pass lists them so already; apart they come in list order)
             active = np.concatenate((act, up if got is not None else np.sort(up)))
         else:
-            lists.hist[1, t] += len(up)
             active, _ = lists.list(True)
         dscan = active[: len(active) // 2]
         self._referenced(dscan, now, discard=True)
         nimble_active(dscan, lru.flags, self.inserted, self.checked, t, ACTIVE | PROMOTE)
         lru.nr_active[node] -= len(dscan)
         lru.active_changed()
-        self._sync[node] = self._aged_lists(lists, t, n_scan, len(up), len(dscan), clean)
+        self._sync[node] = self._aged_lists(lists, t, n_scan, len(up), len(dscan))
         n = n_scan + len(dscan)
         self.c["scanned"] += n
         self.c["activated"] += len(up)
@@ -335,17 +335,16 @@ class Nimble(Policy):
         return active[len(dscan):]
 
     @staticmethod
-    def _aged_lists(lists: LruLists, t: int, n_scan: int, n_up: int, n_down: int,
-                    clean: bool) -> LruLists:
-        """The node's lists after its aging pass, from their counts before it: the
-        n_scan oldest inactive pages re-inserted at t (n_up of them on the active
-        list), then the n_down oldest active pages inserted at t on the inactive one,
-        so the decisions that follow need not count the node again (`_lists_now`)."""
+    def _aged_lists(lists: LruLists, t: int, n_scan: int, n_up: int,
+                    n_down: int) -> LruLists:
+        """The node's lists after its aging pass, from their counts before it with the
+        n_up activated pages already counted on the active list at t: the n_scan
+        oldest inactive pages re-inserted at t (less those n_up), then the n_down
+        oldest active pages inserted at t on the inactive one, so the decisions that
+        follow need not count the node again (`_lists_now`)."""
         h = lists.hist
         _take_oldest(h[0], n_scan)
         h[0, t] += n_scan - n_up
-        if clean:  # else `_age` counted them to list the active pages
-            h[1, t] += n_up
         _take_oldest(h[1], n_down)
         h[0, t] += n_down
         return lists
