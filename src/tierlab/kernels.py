@@ -275,10 +275,11 @@ _HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
             "_cal_unlink", "_cal_close", "_time_at", "_cooled_bin", "_lap_bytes",
             "_pcg_step", "_pcg_double", "_pcg64_fill", "_sub_expected", "_sub_expected_eps",
             "_draw_block", "_draw_pages", "_walk_init", "_walk", "_word_mask",
-            "_pcg_advance", "_list_bounds", "_nimble_flush", "_inactive_rule", "_phash")
+            "_pcg_advance", "_list_bounds", "_nimble_flush", "_inactive_rule", "_phash",
+            "_pmap_find")
 #: helpers compiled inline into their callers (`_inline_jit`)
 _INLINE = ("_lap_bytes", "_time_at", "_cooled_bin", "_pcg_step", "_pcg_double", "_upper",
-           "_lower", "_word_mask", "_inactive_rule", "_phash")
+           "_lower", "_word_mask", "_inactive_rule", "_phash", "_pmap_find")
 _upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
 _time_at, _cooled_bin = _time_at_py, _cooled_bin_py
 
@@ -2202,18 +2203,26 @@ def _pmap_put_py(keys, vals, pages, idx):
         vals[h] = idx[i]
 
 
+def _pmap_find_py(keys, p, m):
+    # page p's slot in the table (m + 1 slots), -1 if absent: its probe run from its
+    # home slot up to the first empty one
+    h = _phash(p, m)
+    while keys[h] != -1:
+        if keys[h] == p:
+            return h
+        h = (h + 1) & m
+    return -1
+
+
+_pmap_find = _pmap_find_py  # a helper (`_HELPERS`)
+
+
 def _pmap_get_py(keys, vals, pages, out):
     # out[i] = the value of pages[i], -1 if absent
     m = keys.shape[0] - 1
     for i in range(pages.shape[0]):
-        p = pages[i]
-        h = _phash(p, m)
-        out[i] = -1
-        while keys[h] != -1:
-            if keys[h] == p:
-                out[i] = vals[h]
-                break
-            h = (h + 1) & m
+        h = _pmap_find(keys, pages[i], m)
+        out[i] = vals[h] if h >= 0 else -1
 
 
 def _pmap_pop_py(keys, vals, pages, out):
@@ -2223,12 +2232,9 @@ def _pmap_pop_py(keys, vals, pages, out):
     m = keys.shape[0] - 1
     found = 0
     for i in range(pages.shape[0]):
-        p = pages[i]
-        h = _phash(p, m)
+        h = _pmap_find(keys, pages[i], m)
         out[i] = -1
-        while keys[h] != -1 and keys[h] != p:
-            h = (h + 1) & m
-        if keys[h] == -1:
+        if h < 0:
             continue
         out[i] = vals[h]
         found += 1
@@ -3483,7 +3489,8 @@ class PageMap:
         return out
 
     def pop(self, pages) -> np.ndarray:
-        """`get`, and the pages found taken out of the map (pages distinct)."""
+        """`get`, and the pages found taken out of the map (a page listed twice is
+        found at its first listing only)."""
         pages = np.asarray(pages, dtype=self.pdt)
         out = np.empty(pages.shape[0], np.int64)
         self.n -= int(_kernel("pmap_pop")(self.keys, self.vals, pages, out))
