@@ -274,9 +274,9 @@ def _cooled_bin_py(c, pc, clock, max_shift, nbins):
 _HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
             "_cal_unlink", "_cal_close", "_time_at", "_cooled_bin", "_lap_bytes",
             "_pcg_step", "_pcg_double", "_pcg64_fill", "_sub_expected", "_sub_expected_eps",
-            "_draw_block", "_draw_pages", "_walk_init", "_walk", "_word_mask",
-            "_pcg_advance", "_list_bounds", "_nimble_flush", "_inactive_rule", "_phash",
-            "_pmap_find")
+            "_draw_block", "_draw_pages", "_skip_empty", "_walk_init", "_walk",
+            "_word_mask", "_pcg_advance", "_list_bounds", "_nimble_flush", "_inactive_rule",
+            "_phash", "_pmap_find")
 #: helpers compiled inline into their callers (`_inline_jit`)
 _INLINE = ("_lap_bytes", "_time_at", "_cooled_bin", "_pcg_step", "_pcg_double", "_upper",
            "_lower", "_word_mask", "_inactive_rule", "_phash", "_pmap_find")
@@ -1860,6 +1860,26 @@ def _bits_any_py(row, start, end):
     return False
 
 
+def _skip_empty_py(row, sel, sel_on, use_sel, w, wlast, wend):
+    # `_walk`'s next address after a word without a hit that ends at wend: past the
+    # words w .. wlast - 1 without one either (row's bits, with sel's where use_sel:
+    # set if sel_on, else clear), in a loop of two loads and a test a word (the hands
+    # of the inactive lists cross stretches of other lists' and nodes' pages); the
+    # window's last word, wlast, is left to `_walk`, which masks it
+    if w >= wlast:
+        return wend
+    if not use_sel:
+        while w < wlast and row[w] == 0:
+            w += 1
+    elif sel_on:
+        while w < wlast and (row[w] & sel[w]) == 0:
+            w += 1
+    else:
+        while w < wlast and (row[w] & ~sel[w]) == 0:
+            w += 1
+    return np.int64(w) << 6
+
+
 def _walk_init_py(start, limit, npages, s, tm):
     # `_walk`'s state for a hand from `start`: [pos, end, i, scanned, chunk, n, j, nxt,
     # prev, last, open, q, done]; tm[0] the least pass time met
@@ -1913,6 +1933,9 @@ def _walk_py(row, npages, limit, flags, mask, value, use_flags, sel, sel_on, use
             word >>= np.uint64(i & 63)
             if wend - i < 64:
                 word &= (np.uint64(1) << np.uint64(wend - i)) - np.uint64(1)
+            if word == 0:
+                i = _skip_empty(row, sel, sel_on, use_sel, w + 1, (end - 1) >> 6, wend)
+                continue
             while word:
                 a = i + np.int64(_cttz(word))
                 if not use_flags or (flags[a] & mask) == value:
@@ -1957,7 +1980,8 @@ def _walk_py(row, npages, limit, flags, mask, value, use_flags, sel, sel_on, use
     return k
 
 
-_walk_init, _walk = _walk_init_py, _walk_py  # helpers (`_HELPERS`)
+# helpers (`_HELPERS`)
+_skip_empty, _walk_init, _walk = _skip_empty_py, _walk_init_py, _walk_py
 
 
 def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, sel,
