@@ -544,6 +544,33 @@ def test_unique_in_order_keeps_first_occurrences(pages):
 
 
 @settings(max_examples=60, deadline=None)
+@given(arrays(np.int64, st.integers(0, 400), elements=st.integers(0, 2999)),
+       st.integers(0, 2**32 - 1), st.sampled_from([-1, 1]))
+def test_list_counts_adds_each_page_at_its_place(pages, seed, sign):
+    """Kept LRU list counts follow pages (a repeated page counts each time): each page
+    on a kept node adds sign at (its node, ACTIVE or not, its insertion index), pages
+    on other nodes or none add nothing; the compiled pass and numpy's agree."""
+    import tierlab.kernels as k
+    rng = np.random.default_rng(seed)
+    node_map = rng.choice(np.array([0, 1, 2, 255], np.uint8), 3000)
+    flags = rng.integers(0, 8, 3000).astype(np.uint8)
+    inserted = rng.integers(0, 50, 3000).astype(np.uint16)
+    kept = rng.random(3) < 0.7
+    start = rng.integers(0, 9, (3, 2, 64))
+    want = start.copy()
+    for p in pages:
+        d = node_map[p]
+        if d != 255 and kept[d]:
+            want[d, int(flags[p] & 1 != 0), inserted[p]] += sign
+    got = start.copy()
+    k.list_counts(got, kept, pages, node_map, flags, 1, inserted, sign)
+    np.testing.assert_array_equal(got, want)
+    got = start.copy()
+    k._list_counts_numpy(pages, node_map, flags, np.uint8(1), inserted, got, kept, sign)
+    np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
 @given(arrays(np.int64, st.integers(0, 400), elements=st.integers(0, 3000)), st.booleans())
 def test_uniq_of_sorted_runs_is_np_unique(pages, runs):
     from tierlab.field import uniq

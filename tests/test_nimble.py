@@ -204,7 +204,9 @@ def test_the_aged_lists_are_the_lists_counted_again(machine, workload, period, s
     def checked(self, node):
         got = self._sync.get(node)
         if got is not None:
-            np.testing.assert_array_equal(got.hist, self._lists(node).hist)
+            fresh = self._counted(node).hist
+            np.testing.assert_array_equal(got.hist[:, :fresh.shape[1]], fresh)
+            assert not got.hist[:, fresh.shape[1]:].any()
             seen[0] += 1
         return orig(self, node)
 
@@ -212,6 +214,59 @@ def test_the_aged_lists_are_the_lists_counted_again(machine, workload, period, s
     api.run(machine=machine, workload=workload, policy=f"nimble:period={period}",
             scale=scale, seed=0)
     assert seen[0] > 0
+
+
+class Recounted(Nimble):
+    """Nimble checking, at every use, each node's kept counts against a fresh count."""
+
+    uses = frees = 0
+
+    def _lists(self, node):
+        got = super()._lists(node)
+        fresh = self._counted(node).hist
+        np.testing.assert_array_equal(got.hist[:, :fresh.shape[1]], fresh)
+        assert not got.hist[:, fresh.shape[1]:].any()
+        Recounted.uses += 1
+        return got
+
+    def on_free(self, start, end):
+        super().on_free(start, end)
+        Recounted.frees += 1
+
+
+@pytest.mark.parametrize("machine, workload, mode, period", [
+    ("optane-2tier", "gups:hotset", "exchange", "1s"),
+    ("optane-4tier", "gups:dynamic", "exchange", "1s"),
+    ("optane-4tier", "gups:hotset", "migrate", "1s"),
+    ("optane-2tier:dram=16MiB", "trace:tests/data/traces/redis-ycsb-zipfian.npz,copies=8",
+     "exchange", "0.25s"),
+])
+def test_the_kept_counts_are_the_lists_counted_again(machine, workload, mode, period):
+    """Each node's lists as counted once and then kept through first touches, exchanges,
+    migrations and put-backs (`Nimble._lists`) are the node's lists counted afresh at
+    every use, on two and four tiers, in both modes and on a recorded trace."""
+    Recounted.uses = 0
+    POLICIES.register("nimble-recounted")(Recounted)
+    try:
+        rec = api.run(machine=machine, workload=workload,
+                      policy=f"nimble-recounted:period={period},mode={mode}",
+                      scale=1 if workload.startswith("trace") else 1 / 256, seed=0)
+    finally:
+        POLICIES._items.pop("nimble-recounted", None)
+    st = rec["policy_stats"]
+    assert st["passes"] >= 3 and Recounted.uses >= 2 * st["passes"]
+    assert st["exchanged"] + st["promoted"] + st["demoted"] > 0
+
+
+def test_the_kept_counts_follow_growth_and_frees():
+    """A heap that grows (first touches on a node already counted) and then frees its
+    first pages (every node counted again): the kept counts stay the fresh ones."""
+    Recounted.uses = Recounted.frees = 0
+    m = small_machine(dram_pages=1024, slow_pages=8192)
+    wl = HotCold(n=3000, hot=400, hot_frac=0.95, work=LONG, phases=4, grow=1500,
+                 free_first=1000)
+    run(m, wl, Recounted(period="2s"))
+    assert Recounted.frees >= 1 and Recounted.uses > 10
 
 
 def test_hot_set_in_the_slow_tier_is_exchanged_in_when_fast_is_full():

@@ -1350,6 +1350,24 @@ def _move_counts_py(flags, mask, pages, cur, dsts, nr):
             nr[dsts[i]] += 1
 
 
+def _list_counts_py(pages, node_map, flags, mask, inserted, hist, kept, sign):
+    # hist[node, list, index] += sign for each page on a node kept (list 1: flags & mask
+    # set; index: its insertion index)
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        d = node_map[p]
+        if d != 255 and kept[d]:
+            hist[d, 1 if flags[p] & mask else 0, inserted[p]] += sign
+
+
+def _list_counts_numpy(pages, node_map, flags, mask, inserted, hist, kept, sign):
+    d = node_map[pages]
+    ok = d != 255
+    ok[ok] = kept[d[ok]]
+    p, d = pages[ok], d[ok]
+    np.add.at(hist, (d, ((flags[p] & mask) != 0).astype(np.int64), inserted[p]), sign)
+
+
 def _relocate_sums_py(pages, cur, dsts, starts, ends, read, write, rank, epoch, stamp,
                       sums, counts):
     # Simulation._relocate: per-node sums of the moved pages' read and write rates
@@ -2289,7 +2307,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "bits_set": _bits_set_py, "bits_get": _bits_get_py, "bits_any": _bits_any_py,
        "move_pages": _move_pages_py, "set_active": _set_active_py,
        "relocate_sums": _relocate_sums_py,
-       "move_counts": _move_counts_py,
+       "move_counts": _move_counts_py, "list_counts": _list_counts_py,
        "range_movable": _range_movable_py, "fill_ranges": _fill_ranges_py,
        "relocate_ranges": _relocate_ranges_py, "draw_pairs": _draw_pairs_py,
        "seen_demoted": _seen_demoted_py, "range_node_counts": _range_node_counts_py,
@@ -2450,7 +2468,8 @@ _NUMPY = {"similar_pairs": _similar_pairs_numpy, "draw_below": _draw_below_numpy
           "first_seen": _first_seen_numpy,
           "fill_ranges": _fill_ranges_numpy, "draw_pairs": _draw_pairs_numpy,
           "seen_demoted": _seen_demoted_numpy,
-          "range_node_counts": _range_node_counts_numpy, "sorted_find": _sorted_find_numpy}
+          "range_node_counts": _range_node_counts_numpy, "sorted_find": _sorted_find_numpy,
+          "list_counts": _list_counts_numpy}
 
 
 def similar_pairs(h, valid: int, window: int, table) -> np.ndarray:
@@ -2654,16 +2673,22 @@ class LruLists:
     as `pages[np.argsort(inserted[pages], kind="stable")]` orders the node's pages in
     address order. A counting sort: one pass over the blocks holding the node's pages
     (`blocks`: its page count per `block` pages) counts both lists by index, one more
-    emits the first pages of either or both; no per-page temporaries."""
+    emits the first pages of either or both; no per-page temporaries. Given `hist`
+    (the counts, kept by the caller through every change since a count), the counting
+    pass is skipped and `runs` is the caller's estimate of the stretches."""
 
     def __init__(self, node_map, node: int, blocks, block: int, flags, mask: int,
-                 inserted, ntimes: int):
+                 inserted, ntimes: int, hist=None, runs: int = 0):
         self.args = (node_map, np.uint8(node), np.ascontiguousarray(blocks), int(block),
                      flags, np.uint8(mask))
         self.mask, self.inserted = int(mask), inserted
         # page numbers in 4 bytes while they fit (5 TiB of 4 KiB pages do)
         self._pdt = page_dtype(node_map.shape[0])
+        if hist is not None:  # the counts kept by the caller (at least ntimes indexes)
+            self.hist, self.runs = hist, int(runs)
+            return
         nruns = np.zeros(1, np.int64)
+        #: each list's pages by insertion index (list 0: the mask clear)
         self.hist = _kernel("list_hist")(*self.args, inserted, int(ntimes), nruns)
         #: address-order stretches of the node's pages of one list and index
         self.runs = int(nruns[0])
@@ -3107,6 +3132,15 @@ def move_counts(flags, mask: int, pages, cur, dsts, nr) -> None:
     """nr[cur[i]] -= 1, nr[dsts[i]] += 1 for the moved pages with flags & mask (the
     LRU's active counts follow a migration)."""
     _kernel("move_counts")(flags, np.uint8(mask), pages, cur, dsts, nr)
+
+
+def list_counts(hist, kept, pages, node_map, flags, mask: int, inserted, sign: int) -> None:
+    """Kept LRU list counts (`LruLists.hist` of each node, as hist[node]) less (sign -1)
+    or plus (+1) `pages` at their places (node, list: flags & mask set, insertion
+    index), on the nodes where `kept` is set: the counts follow pages that move or
+    are re-inserted without a count of every page."""
+    _kernel("list_counts")(np.asarray(pages, dtype=np.int64), node_map, flags,
+                           np.uint8(mask), inserted, hist, kept, np.int64(sign))
 
 
 def relocate_sums(pages, cur, dsts, field, rank, epoch, stamp: int):

@@ -70,9 +70,11 @@ Model choices where the sources are silent or the simulator differs:
   page's accessed bits (`sim.bits.test_since_table` from then to now: the engine's bits
   look back at most 10 s), each an index into the distinct event times (2 bytes per
   page, 4 past 65,536 of them); a list is a counting sort by that index
-  (`kernels.LruLists`), O(pages of the node) per pass. The inactive half's pass lists,
-  checks and ages its pages in one compiled pass over the node's pages where it can
-  (`LruLists.age_inactive`: the same pages, bits and stream as doing the three apart).
+  (`kernels.LruLists`), O(pages of the node) per pass, from each node's counts by index,
+  kept through Nimble's own changes and counted again only after a free. The inactive
+  half's pass lists, checks and ages its pages in one compiled pass over the node's
+  pages where it can (`LruLists.age_inactive`: the same pages, bits and stream as doing
+  the three apart).
   The accessed-bit checks are charged as `sim.bits` counts them plus the engine's 50 ns
   per page examined (`Costs.reclaim_scan_s`), as monitor CPU of the launcher.
 - More than two tiers: the syscall takes exactly one slow and one fast node
@@ -115,7 +117,7 @@ import numpy as np
 from ..engine.lru import ACTIVE, PROMOTE, REFERENCED
 from ..engine.memory import BLOCK
 from ..errors import TierlabError
-from ..kernels import LruLists, Scratch, nimble_active, nimble_inactive
+from ..kernels import LruLists, Scratch, list_counts, nimble_active, nimble_inactive
 from ..units import PAGE, parse_duration, parse_flag
 from .base import POLICIES, Policy
 
@@ -211,6 +213,14 @@ class Nimble(Policy):
         #: for the decisions of the calls queued after the pass (`_lists_now`)
         self._aged: dict = {}
         self._sync: dict = {}
+        #: each node's lists' page counts by insertion index (`LruLists.hist` as
+        #: _hist[node], columns for at least every time so far), kept through every
+        #: change Nimble makes (first touches, moves, put-backs, aging passes) since the
+        #: node was counted (`_kept`), and the address-order stretches that count found
+        k = sim.machine.nnodes
+        self._hist = np.zeros((k, 2, 1024), np.int64)
+        self._kept = np.zeros(k, np.bool_)
+        self._runs = np.zeros(k, np.int64)
         self.pending = False  # a SIGALRM arrived while the syscall was copying
         self.credit = 0.0  # copy time carried over between copier ticks
         self.c = {k: 0 for k in (
@@ -230,6 +240,13 @@ class Nimble(Policy):
         if t:  # at index 0 the pages' entries are still the zeros of attach
             self.inserted[start:end] = t
             self.checked[start:end] = t
+        if self._kept[node]:
+            self._room()[node, 0, t] += end - start
+
+    def on_free(self, start, end):
+        """The freed pages' places in the lists went with their node: every node is
+        counted afresh at its next use."""
+        self._kept[:] = False
 
     def _at(self, now: float) -> int:
         """The index of time `now` in `times` (event times never decrease); past 2^16
@@ -242,12 +259,46 @@ class Nimble(Policy):
         return len(self.times) - 1
 
     # -- the lists ------------------------------------------------------------------
-    def _lists(self, node: int) -> LruLists:
-        """The node's two lists, tail (oldest insertion) first (`kernels.LruLists`: a
-        counting sort by insertion index, equal indexes in address order)."""
+    def _counted(self, node: int) -> LruLists:
+        """The node's two lists, tail (oldest insertion) first, counted afresh
+        (`kernels.LruLists`: a counting sort by insertion index, equal indexes in address
+        order)."""
         mem = self.sim.mem
         return LruLists(mem.node, node, mem.blocks[:, node], BLOCK, self.sim.lru.flags,
                         ACTIVE, self.inserted, len(self.times))
+
+    def _lists(self, node: int) -> LruLists:
+        """`_counted`, from the counts kept since the node was last counted (`_hist`):
+        the count, a pass over the node's pages, was a fifth of Nimble's time at
+        bench_scale (one per node and pass, and one per call after copies landed)."""
+        h = self._room()
+        mem = self.sim.mem
+        if not self._kept[node]:
+            got = self._counted(node)
+            h[node] = 0
+            h[node, :, :got.hist.shape[1]] = got.hist
+            self._kept[node], self._runs[node] = True, got.runs
+        return LruLists(mem.node, node, mem.blocks[:, node], BLOCK, self.sim.lru.flags,
+                        ACTIVE, self.inserted, h.shape[2], hist=h[node],
+                        runs=int(self._runs[node]))
+
+    def _room(self) -> np.ndarray:
+        """The kept counts with a column for every time so far (doubling; the lists
+        made before a new time are not read after it)."""
+        h = self._hist
+        if h.shape[2] < len(self.times):
+            g = np.zeros(h.shape[:2] + (max(len(self.times), 2 * h.shape[2]),), np.int64)
+            g[:, :, :h.shape[2]] = h
+            self._hist = h = g
+        return h
+
+    def _recount(self, pages, sign: int) -> None:
+        """The kept counts less (sign -1) or plus (+1) the pages at their places as they
+        are (node, list, insertion index): around a move or re-insertion of distinct
+        pages (`kernels.list_counts`)."""
+        if len(pages) and self._kept.any():
+            list_counts(self._room(), self._kept, pages, self.sim.mem.node,
+                        self.sim.lru.flags, ACTIVE, self.inserted, sign)
 
     def _lists_now(self, node: int) -> LruLists:
         """`_lists`, counted once while no page moves or is re-inserted: do_mm_manage's
@@ -408,10 +459,13 @@ class Nimble(Policy):
             if n <= 0:
                 break
             a = st.a[st.done: st.done + n]
+            self._recount(a, -1)
             if st.kind == "exchange":
                 b = st.b[st.done: st.done + n]
+                self._recount(b, -1)
                 got = sim.exchange(a, b, reason="exchange")
                 self.inserted[b] = self._at(now)
+                self._recount(b, 1)
                 c["exchanged"] += got
             elif st.kind == "out":
                 got = sim.migrate(a, st.dst, reason="demote")
@@ -422,6 +476,7 @@ class Nimble(Policy):
                 c["promoted"] += got
                 c["put_back"] += n - got
             self.inserted[a] = self._at(now)
+            self._recount(a, 1)
             self.credit -= n * per_page
             self.copy_seconds += n * per_page
             st.done += n
@@ -432,7 +487,9 @@ class Nimble(Policy):
 
     def _put_back(self, pages, now: float) -> None:
         """putback_lru_page: back to the head of their list."""
+        self._recount(pages, -1)
         self.inserted[pages] = self._at(now)
+        self._recount(pages, 1)
         self.c["put_back"] += len(pages)
 
     def _limit(self, node: int) -> int:
