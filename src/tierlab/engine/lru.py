@@ -52,6 +52,10 @@ class LRU:
         # ACTIVE as a bitmap: every page starts inactive (flags 0), so it starts clear
         self._active = kernels.PageBits.zeros(mem.npages)
         self.scanned = 0
+        #: calls of the methods here that change pages' flags (activations,
+        #: deactivations, marks, sweeps): a policy that keeps its own view of the lists
+        #: (Nimble's counts) learns from it that someone else changed them
+        self.changes = 0
 
     # -- membership ---------------------------------------------------------------
     def nr_inactive(self, node: int) -> int:
@@ -65,6 +69,7 @@ class LRU:
         allocated pages that differ (given `sel`: of pages[sel == sel_val]), with the
         active counts and bitmap: one compiled pass (`kernels.set_active`). Returns
         the number of pages considered."""
+        self.changes += 1
         return kernels.set_active(self.flags, self.sim.mem.node,
                                   np.asarray(pages, dtype=np.int64), on, ACTIVE,
                                   ACTIVE if on else 0, _keep(on), self.nr_active,
@@ -94,6 +99,7 @@ class LRU:
         """mark_page_accessed: inactive,unreferenced -> referenced; inactive,referenced
         -> active. Returns which of `pages` were active before the call."""
         pages = np.asarray(pages, dtype=np.int64)
+        self.changes += 1
         f = self.flags[pages]
         was_active = (f & ACTIVE) != 0
         second = ~was_active & ((f & REFERENCED) != 0)
@@ -107,6 +113,7 @@ class LRU:
         on a page TPP does not promote), in one compiled pass over `pages`
         (`kernels.lru_mark`, which activates the referenced ones as `activate` does);
         returns which were active."""
+        self.changes += 1
         return kernels.lru_mark(self.flags, np.asarray(pages, dtype=np.int64), ACTIVE,
                                 REFERENCED, self.sim.mem.node, self.nr_active,
                                 None if self._active is None else self._active.words)
@@ -171,6 +178,7 @@ class LRU:
         compiled pass (`kernels.lru_sweep`) with the same pages, bits, stream and
         charges as scan and `_set_active` one after the other, which it falls back to."""
         sim = self.sim
+        self.changes += 1
         key = (node, int(active))
         passes = self._passes[key]
         on = not active

@@ -221,6 +221,9 @@ class Nimble(Policy):
         self._hist = np.zeros((k, 2, 1024), np.int64)
         self._kept = np.zeros(k, np.bool_)
         self._runs = np.zeros(k, np.int64)
+        #: the engine's pages moved and LRU changes as Nimble last saw them: any other
+        #: (the allocator's reclaim under dram-always) drops the kept counts
+        self._seen = self._others()
         self.pending = False  # a SIGALRM arrived while the syscall was copying
         self.credit = 0.0  # copy time carried over between copier ticks
         self.c = {k: 0 for k in (
@@ -236,6 +239,7 @@ class Nimble(Policy):
     def on_alloc(self, start, end, node):
         """lru_cache_add: a first-touched page enters its inactive list's head, its
         accessed bit set by the touch (cleared 'at' allocation)."""
+        self._check_others()
         t = self._at(self.sim.now)
         if t:  # at index 0 the pages' entries are still the zeros of attach
             self.inserted[start:end] = t
@@ -271,6 +275,7 @@ class Nimble(Policy):
         """`_counted`, from the counts kept since the node was last counted (`_hist`):
         the count, a pass over the node's pages, was a fifth of Nimble's time at
         bench_scale (one per node and pass, and one per call after copies landed)."""
+        self._check_others()
         h = self._room()
         mem = self.sim.mem
         if not self._kept[node]:
@@ -296,9 +301,25 @@ class Nimble(Policy):
         """The kept counts less (sign -1) or plus (+1) the pages at their places as they
         are (node, list, insertion index): around a move or re-insertion of distinct
         pages (`kernels.list_counts`)."""
+        if sign < 0:
+            self._check_others()
         if len(pages) and self._kept.any():
             list_counts(self._room(), self._kept, pages, self.sim.mem.node,
                         self.sim.lru.flags, ACTIVE, self.inserted, sign)
+
+    def _others(self) -> tuple:
+        """(pages the engine has moved, calls that changed LRU flags) so far."""
+        st = self.sim.stats
+        return int(st.promotions + st.demotions), self.sim.lru.changes
+
+    def _check_others(self, moved: int = 0) -> None:
+        """Every kept count dropped if the engine moved pages, or changed their LRU
+        flags, since Nimble last looked, besides the `moved` of its own move just
+        made."""
+        now = self._others()
+        if now != (self._seen[0] + moved, self._seen[1]):
+            self._kept[:] = False
+        self._seen = now
 
     def _lists_now(self, node: int) -> LruLists:
         """`_lists`, counted once while no page moves or is re-inserted: do_mm_manage's
@@ -353,8 +374,10 @@ class Nimble(Policy):
         t = self._at(now)  # no page moves while the lists age
         lists = self._lists(node)
         n_in, n_act = lists.lengths()
-        clean = lists.hist[1, t] == 0  # no active page was inserted now
-        n_scan, n_take = n_in // 2, n_act if clean else 0
+        # active pages inserted now (copies that landed at this time): the last of the
+        # list, with the pages the pass activates among them in address order
+        n_now = int(lists.hist[1, t])
+        n_scan, n_take = n_in // 2, n_act
         # up and act live only in this pass (what outlives it is copied)
         got = self._age_inactive(lists, n_scan, n_take, now, t)
         if got is None:
@@ -367,11 +390,14 @@ class Nimble(Policy):
             up, act = got
         lru.nr_active[node] += len(up)
         lists.hist[1, t] += len(up)
-        if clean:  # the activated pages, inserted now, follow the old list in address order
-            # (the one pass lists them so already; apart they come in list order)
-            active = np.concatenate((act, up if got is not None else np.sort(up)))
+        # the activated pages, inserted now, follow the older active pages in address
+        # order (the one pass lists them so already; apart they come in list order)
+        up_a = up if got is not None else np.sort(up)
+        if n_now == 0:
+            active = np.concatenate((act, up_a))
         else:
-            active, _ = lists.list(True)
+            k = n_act - n_now
+            active = np.concatenate((act[:k], np.sort(np.concatenate((act[k:], up_a)))))
         dscan = active[: len(active) // 2]
         self._referenced(dscan, now, discard=True)
         nimble_active(dscan, lru.flags, self.inserted, self.checked, t, ACTIVE | PROMOTE)
@@ -464,15 +490,18 @@ class Nimble(Policy):
                 b = st.b[st.done: st.done + n]
                 self._recount(b, -1)
                 got = sim.exchange(a, b, reason="exchange")
+                self._check_others(2 * got)
                 self.inserted[b] = self._at(now)
                 self._recount(b, 1)
                 c["exchanged"] += got
             elif st.kind == "out":
                 got = sim.migrate(a, st.dst, reason="demote")
+                self._check_others(got)
                 st.moved_out += got
                 c["demoted"] += got
             else:
                 got = sim.migrate(a, st.dst, reason="promote")
+                self._check_others(got)
                 c["promoted"] += got
                 c["put_back"] += n - got
             self.inserted[a] = self._at(now)
