@@ -365,6 +365,16 @@ def test_lru_lists_are_a_stable_sort_by_insertion(npages, ntimes, seed, dtype, r
         np.testing.assert_array_equal(qm, wm)
         assert q0.dtype == w0.dtype
         assert q0.base is scratch.arrays[0]  # written in place, not a fresh array
+    # from counts the caller kept (Nimble's), with columns to spare: the same lists;
+    # counts that promise a page more than the node holds raise instead of listing
+    wide = np.zeros((2, ntimes + 5), np.int64)
+    wide[:, :ntimes] = lists.hist
+    kept = LruLists(node_map, 0, blocks, block, flags, 1, inserted, ntimes + 5, hist=wide)
+    for active in (False, True):
+        np.testing.assert_array_equal(kept.list(active)[0], lists.list(active)[0])
+    wide[0, ntimes + 4] += 1
+    with pytest.raises(RuntimeError, match="promise more pages"):
+        kept.list(False)
 
 
 def _draw_tables(rng, npages, multi):

@@ -1105,7 +1105,7 @@ def _list_emit_py(node_map, node, blocks, block, flags, mask, inserted, hist, ta
     # state where its part of the list starts, kept in bh, bl), in blocks of pages of
     # one index up to buf's size (`_nimble_flush`), then the rule applied, the
     # activated pages into up in address order, and st left take[0] steps on. Returns
-    # how many were activated.
+    # how many were activated, -1 where the node has fewer pages than hist promised.
     n = node_map.shape[0]
     ntimes = hist.shape[1]
     pos = np.zeros(2 * ntimes, np.int64)
@@ -1181,7 +1181,7 @@ def _list_emit_py(node_map, node, blocks, block, flags, mask, inserted, hist, ta
                                      rate, ends, w_a, use_max, whi, multi, rs, jump, prev,
                                      c, flags, inserted, t, mask, referenced, up, nup)
     mins[0], mins[1] = mn0, mn1
-    return nup
+    return nup if left == 0 else -1  # -1: fewer pages than the counts promised
 
 
 def _first_seen_py(pages, seen):
@@ -2720,13 +2720,17 @@ class LruLists:
               st, jump, nb):
         """`_list_emit` with its buffers (nb entries: DRAW_BLOCK where it draws)."""
         nt = self.hist.shape[1] if draw else 1
-        return _kernel("list_emit")(
+        got = _kernel("list_emit")(
             *self.args, self.inserted, self.hist,
             np.array([n_clear, n_set], dtype=np.int64), out0, out1, track, bool(use_track),
             mins, bool(draw), np.uint8(referenced), checked, up, int(t), w_tab, starts,
             soff, rate, ends, w_a, use_max, whi, bool(multi), st, jump,
             np.zeros(nt, np.uint64), np.zeros(nt, np.uint64), np.empty(nb, self._pdt),
             np.empty(nb), np.empty(nb), np.empty(nb, np.bool_))
+        if got < 0:
+            raise RuntimeError(f"LRU lists of node {int(self.args[1])}: their counts "
+                               "promise more pages than the node holds")
+        return got
 
     def age_inactive(self, n_clear: int, n_set: int, checked, referenced: int, t: int,
                      draws, rng, scratch=None):
