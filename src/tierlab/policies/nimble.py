@@ -71,10 +71,10 @@ Model choices where the sources are silent or the simulator differs:
   look back at most 10 s), each an index into the distinct event times (2 bytes per
   page, 4 past 65,536 of them); a list is a counting sort by that index
   (`kernels.LruLists`), O(pages of the node) per pass, from each node's counts by index,
-  kept through Nimble's own changes and counted again only after a free. The inactive
-  half's pass lists, checks and ages its pages in one compiled pass over the node's
-  pages where it can (`LruLists.age_inactive`: the same pages, bits and stream as doing
-  the three apart).
+  kept through Nimble's own changes and counted again after a free, or a move or list
+  change Nimble did not make (an allocator's reclaim). The inactive half's pass lists,
+  checks and ages its pages in one compiled pass over the node's pages where it can
+  (`LruLists.age_inactive`: the same pages, bits and stream as doing the three apart).
   The accessed-bit checks are charged as `sim.bits` counts them plus the engine's 50 ns
   per page examined (`Costs.reclaim_scan_s`), as monitor CPU of the launcher.
 - More than two tiers: the syscall takes exactly one slow and one fast node
