@@ -166,18 +166,17 @@ def test_aging_in_one_pass_is_the_same_run(machine, workload, period, scale, mon
 ])
 def test_decisions_share_the_lists_until_a_page_moves(machine, workload, period, scale,
                                                        monkeypatch):
-    """do_mm_manage's calls decided one after another, with no page moved or put back
-    between them, read each node's lists (and the aged active lists) as counted once
-    (`Nimble._lists_now`): the same run, field by field, as counting them afresh for
-    every call with the aged lists for the first call only, with fewer counts or
-    listings."""
+    """do_mm_manage's calls decided one after another read each node's lists from the
+    counts kept since it was counted (`Nimble._lists`) and the first call the aged
+    active list: the same run, field by field, as counting the lists afresh at every
+    use with the aged lists for the first call only, with fewer counts or listings."""
     from tierlab.kernels import LruLists
-    orig_decide, orig_lists, orig_list = Nimble._decide, Nimble._lists, LruLists.list
+    orig_decide, orig_counted, orig_list = Nimble._decide, Nimble._counted, LruLists.list
     work = [0]
 
-    def lists(self, node):
+    def counted(self, node):
         work[0] += 1
-        return orig_lists(self, node)
+        return orig_counted(self, node)
 
     def listed(self, *a, **k):
         work[0] += 1
@@ -188,13 +187,14 @@ def test_decisions_share_the_lists_until_a_page_moves(machine, workload, period,
         self._aged = {}
         return got
 
-    monkeypatch.setattr(Nimble, "_lists", lists)
+    monkeypatch.setattr(Nimble, "_counted", counted)
     monkeypatch.setattr(LruLists, "list", listed)
+    orig_lists = Nimble._lists
     recs, works = [], []
     for share in (True, False):
         work[0] = 0
-        monkeypatch.setattr(Nimble, "_lists_now",
-                            Nimble._lists_now if share else (lambda self, n: self._lists(n)))
+        monkeypatch.setattr(Nimble, "_lists",
+                            orig_lists if share else (lambda self, n: self._counted(n)))
         monkeypatch.setattr(Nimble, "_decide", orig_decide if share else first_only)
         rec = api.run(machine=machine, workload=workload, policy=f"nimble:period={period}",
                       scale=scale, seed=0)
@@ -213,23 +213,25 @@ def test_decisions_share_the_lists_until_a_page_moves(machine, workload, period,
 ])
 def test_the_aged_lists_are_the_lists_counted_again(machine, workload, period, scale,
                                                     monkeypatch):
-    """The lists an aging pass leaves for the decisions (`Nimble._aged_lists`: the
+    """The counts an aging pass leaves for the decisions (`Nimble._aged_lists`: the
     counts before the pass, less the pages it re-inserted, plus them at the pass's
-    time) are the node's lists counted afresh, at every decision that reads them (the
-    fast node's coldest pages, when the hot pages do not fit)."""
-    orig = Nimble._lists_now
+    time) are the node's lists counted afresh, at every decision, on both of its
+    nodes, while no page has moved since the pass (its aged active list still held)."""
+    orig = Nimble._decide
     seen = [0]
 
-    def checked(self, node):
-        got = self._sync.get(node)
-        if got is not None:
-            fresh = self._counted(node).hist
-            np.testing.assert_array_equal(got.hist[:, :fresh.shape[1]], fresh)
-            assert not got.hist[:, fresh.shape[1]:].any()
-            seen[0] += 1
-        return orig(self, node)
+    def checked(self, slow, fast, now):
+        if self._aged:
+            for node in (slow, fast):
+                if self._kept[node]:
+                    got = self._lists(node).hist
+                    fresh = self._counted(node).hist
+                    np.testing.assert_array_equal(got[:, :fresh.shape[1]], fresh)
+                    assert not got[:, fresh.shape[1]:].any()
+                    seen[0] += 1
+        return orig(self, slow, fast, now)
 
-    monkeypatch.setattr(Nimble, "_lists_now", checked)
+    monkeypatch.setattr(Nimble, "_decide", checked)
     api.run(machine=machine, workload=workload, policy=f"nimble:period={period}",
             scale=scale, seed=0)
     assert seen[0] > 0

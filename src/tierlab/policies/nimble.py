@@ -208,11 +208,9 @@ class Nimble(Policy):
         self.times = [0.0]
         #: the syscall's work left: decisions and copies, FIFO (`_Stage`)
         self.queue: list = []
-        #: node -> its active list after the last aging pass, and node -> its lists
-        #: as counted since: both while no page has moved or been re-inserted since,
-        #: for the decisions of the calls queued after the pass (`_lists_now`)
+        #: node -> its active list after the last aging pass, while no page has moved
+        #: or been re-inserted since, for the decisions of the calls queued after it
         self._aged: dict = {}
-        self._sync: dict = {}
         #: each node's lists' page counts by insertion index (`LruLists.hist` as
         #: _hist[node], columns for at least every time so far), kept through every
         #: change Nimble makes (first touches, moves, put-backs, aging passes) since the
@@ -321,15 +319,6 @@ class Nimble(Policy):
             self._kept[:] = False
         self._seen = now
 
-    def _lists_now(self, node: int) -> LruLists:
-        """`_lists`, counted once while no page moves or is re-inserted: do_mm_manage's
-        calls decided one after another (the bottom pair's often isolates nothing) read
-        the same lists of the node between them."""
-        got = self._sync.get(node)
-        if got is None:
-            got = self._sync[node] = self._lists(node)
-        return got
-
     def _referenced(self, pages, now, first=None, discard=False) -> np.ndarray | None:
         """page_referenced: were the accessed bits set since they were last cleared?
         (The caller clears them: the checked time becomes now.) `first`: the least
@@ -403,7 +392,7 @@ class Nimble(Policy):
         nimble_active(dscan, lru.flags, self.inserted, self.checked, t, ACTIVE | PROMOTE)
         lru.nr_active[node] -= len(dscan)
         lru.active_changed()
-        self._sync[node] = self._aged_lists(lists, t, n_scan, len(up), len(dscan))
+        self._aged_lists(lists, t, n_scan, len(up), len(dscan))
         n = n_scan + len(dscan)
         self.c["scanned"] += n
         self.c["activated"] += len(up)
@@ -413,18 +402,17 @@ class Nimble(Policy):
 
     @staticmethod
     def _aged_lists(lists: LruLists, t: int, n_scan: int, n_up: int,
-                    n_down: int) -> LruLists:
-        """The node's lists after its aging pass, from their counts before it with the
-        n_up activated pages already counted on the active list at t: the n_scan
-        oldest inactive pages re-inserted at t (less those n_up), then the n_down
-        oldest active pages inserted at t on the inactive one, so the decisions that
-        follow need not count the node again (`_lists_now`)."""
+                    n_down: int) -> None:
+        """The node's counts (kept, `_hist`) carried through its aging pass, from their
+        values before it with the n_up activated pages already counted on the active
+        list at t: the n_scan oldest inactive pages re-inserted at t (less those n_up),
+        then the n_down oldest active pages inserted at t on the inactive one, so no
+        one counts the node again."""
         h = lists.hist
         _take_oldest(h[0], n_scan)
         h[0, t] += n_scan - n_up
         _take_oldest(h[1], n_down)
         h[0, t] += n_down
-        return lists
 
     # -- mm_manage --------------------------------------------------------------------
     def mm_manage(self, now: float) -> None:
@@ -437,7 +425,7 @@ class Nimble(Policy):
             return
         self.pending = False
         self.c["passes"] += 1
-        self._aged, self._sync = {}, {}
+        self._aged = {}
         if self.shrink:
             for node in reversed(self.path):
                 if self.sim.mem.used[node]:
@@ -461,14 +449,14 @@ class Nimble(Policy):
         self.credit += seconds
         per_page = PAGE / (self.mt * sim.machine.migrate_bw)
         if seconds:  # a copier tick: pages may have moved since the last call
-            self._aged, self._sync = {}, {}
+            self._aged = {}
         while self.queue:
             st = self.queue[0]
             if st.kind == "call":
                 self.queue.pop(0)
                 self.queue[:0] = self._decide(st.slow, st.fast, now)
                 continue
-            self._aged, self._sync = {}, {}  # put-backs and copies change the lists
+            self._aged = {}  # put-backs and copies change the lists
             if st.kind == "in" and st.keep is None:
                 # putback_overflow_pages, once the cold pages have gone out
                 free = st.free
@@ -537,11 +525,11 @@ class Nimble(Policy):
         # the active list the aging pass left, while no page has moved since
         hot_list = self._aged.get(slow)
         if hot_list is None:
-            hot_list, _ = self._lists_now(slow).list(True)
+            hot_list, _ = self._lists(slow).list(True)
         # of the fast node's inactive list only its length (its pages less its active
         # ones, as the LRU counts them) and, when the hot pages do not fit, the coldest
-        # few are used: the lists are counted only then (the bottom pair's fast node,
-        # whose slow node is often empty, is the largest)
+        # few are used: the list is read only then (the bottom pair's fast node, whose
+        # slow node is often empty, is the largest)
         n_cold = int(sim.mem.used[fast] - sim.lru.nr_active[fast])
         self.hot_last += len(hot_list)
         self.cold_last += n_cold
@@ -549,7 +537,7 @@ class Nimble(Policy):
             # ISOLATE_HOT_AND_COLD_PAGES: up to nr from the inactive list, then up to nr
             # more from the active one (isolate_pages_from_lru_list stops early only
             # once more than nr are taken)
-            hot = np.concatenate((self._lists_now(slow).list(False)[0][:nr], hot_list[:nr]))
+            hot = np.concatenate((self._lists(slow).list(False)[0][:nr], hot_list[:nr]))
         else:
             hot = hot_list[:nr]
         c["hot_isolated"] += len(hot)
@@ -557,7 +545,7 @@ class Nimble(Policy):
             return []
         if free >= len(hot):
             return [_Stage("in", a=hot, dst=fast, keep=len(hot))]
-        cold = self._lists_now(fast).first(min(len(hot) - free, n_cold), 0)[0]
+        cold = self._lists(fast).first(min(len(hot) - free, n_cold), 0)[0]
         c["cold_isolated"] += len(cold)
         stages = []
         if self.mode == "exchange":
