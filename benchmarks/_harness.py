@@ -188,7 +188,7 @@ def save_records(rows: list[dict], path: str | None) -> None:
 def parser(doc: str, knob: str, default: float, help_: str) -> argparse.ArgumentParser:
     """The benchmarks' shared options, plus their one scenario knob (`--seconds`,
     `--updates-x`)."""
-    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--policies", default="all", help="comma-separated, or all (default)")
     ap.add_argument(knob, type=float, default=default, help=help_)
     ap.add_argument("--seed", type=int, default=0)

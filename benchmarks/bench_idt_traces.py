@@ -172,7 +172,7 @@ def print_table(rows: list[dict], policies: list[str], title: str) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", help="comma-separated trace names (file stems, e.g. "
                     "gapbs-pr-g16,rocksdb-dbbench); default: all")
     ap.add_argument("--regimes", default="capacity,bandwidth",

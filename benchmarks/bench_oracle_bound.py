@@ -36,7 +36,7 @@ def placement_policies():
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--scale", default="1/64")
     ap.add_argument("--policies", help="default: every registered placement policy")

@@ -72,7 +72,7 @@ def timed(argv, env=None) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--updates", type=float, default=50.0, help="gups updates, millions")
     ap.add_argument("--passes", type=int, default=3, help="stream passes")
     ap.add_argument("--mib", type=int, default=256, help="array size in MiB (power of 2)")

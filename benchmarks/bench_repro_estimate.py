@@ -38,7 +38,7 @@ def split(item: str) -> tuple[str, str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scales", default="1/64,1/8")
     ap.add_argument("--sample", default=",".join(SAMPLE),
                     help="WORKLOAD:POLICY items, comma-separated")

@@ -21,7 +21,7 @@ POLICIES = ("autonuma,autonuma-tiering,autonuma-tiering-mglru,tpp,multi-clock,"
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", help="default: the suite's own")
     ap.add_argument("--out", default="/tmp/bench-suite")
     a = ap.parse_args()
