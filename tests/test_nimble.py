@@ -207,6 +207,13 @@ def test_decisions_share_the_lists_until_a_page_moves(machine, workload, period,
         assert works[0] < works[1]
 
 
+def assert_counted_afresh(nimble, node, kept) -> None:
+    """Kept counts `kept` (columns to spare) are the node's lists counted afresh."""
+    fresh = nimble._counted(node).hist
+    np.testing.assert_array_equal(kept[:, :fresh.shape[1]], fresh)
+    assert not kept[:, fresh.shape[1]:].any()
+
+
 @pytest.mark.parametrize("machine, workload, period, scale", [
     ("optane-4tier", "gups:hotset", "1s", 1 / 256),
     ("optane-2tier", "gups:hotset", "1s", 1 / 256),
@@ -224,10 +231,7 @@ def test_the_aged_lists_are_the_lists_counted_again(machine, workload, period, s
         if self._aged:
             for node in (slow, fast):
                 if self._kept[node]:
-                    got = self._lists(node).hist
-                    fresh = self._counted(node).hist
-                    np.testing.assert_array_equal(got[:, :fresh.shape[1]], fresh)
-                    assert not got[:, fresh.shape[1]:].any()
+                    assert_counted_afresh(self, node, self._lists(node).hist)
                     seen[0] += 1
         return orig(self, slow, fast, now)
 
@@ -244,9 +248,7 @@ class Recounted(Nimble):
 
     def _lists(self, node):
         got = super()._lists(node)
-        fresh = self._counted(node).hist
-        np.testing.assert_array_equal(got.hist[:, :fresh.shape[1]], fresh)
-        assert not got.hist[:, fresh.shape[1]:].any()
+        assert_counted_afresh(self, node, got.hist)
         Recounted.uses += 1
         return got
 
