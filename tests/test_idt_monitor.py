@@ -1,6 +1,7 @@
 """IDT's region monitor: the Fisher merge table, window counts, node-aware merging,
-per-sample history and disagreement splits (at the sampling interval, between the two
-sampled pages), the sampling-interval subscribers, and a run under `static`."""
+per-sample history in ring buffers of 1,024 bits, IDT's age rule, disagreement splits
+(at the sampling interval, between the two sampled pages), the sampling-interval
+subscribers, and a run under `static`."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,22 @@ import tierlab
 from tierlab.errors import TierlabError
 from tierlab.monitors import MONITORS
 from tierlab.kernels import window_counts
-from tierlab.monitors.idt_regions import fisher_similar_table, hamming, public_similar_table
+from tierlab.monitors.idt_regions import (IdtRegions, fisher_similar_table, hamming,
+                                          history_distance, public_similar_table)
+
+
+def ring(rows, nbits=64):
+    """Ring buffers of `nbits` bits whose newest bit sits at position 0, from rows of
+    bits newest first (an int per row: bit k = the k-th newest sample); with newest =
+    0 the k-th newest bit is at position -k mod nbits."""
+    words = (nbits + 63) // 64
+    h = np.zeros((len(rows), words), dtype=np.uint64)
+    for i, v in enumerate(rows):
+        for k in range(nbits):
+            if (int(v) >> k) & 1:
+                p = (-k) % nbits
+                h[i, p // 64] |= np.uint64(1 << (p % 64))
+    return h
 
 
 @pytest.mark.parametrize("alpha", [0.10, 0.05, 0.20])
@@ -36,11 +52,14 @@ def test_fisher_rule_differs_from_the_public_table():
 
 
 def test_window_counts_and_hamming():
-    h = np.array([0xFFFF, 0x0F0F], dtype=np.uint64)
-    c = window_counts(h, 20, 16)
-    assert c.shape == (2, 5) and c[0, 0] == 16 and c[0, 4] == 12 and c[1, 0] == 8
-    assert window_counts(h, 4, 16).tolist() == [[4], [4]]
+    for nbits in (64, 1024):
+        h = ring([0xFFFF, 0x0F0F], nbits)
+        c = window_counts(h, 0, 20, 16, nbits)
+        assert c.shape == (2, 5) and c[0, 0] == 16 and c[0, 4] == 12 and c[1, 0] == 8
+        assert window_counts(h, 0, 4, 16, nbits).tolist() == [[4], [4]]
     assert hamming(np.uint64(0b1011), np.uint64(0b0001)) == 2
+    a, b = ring([0b1011, 1 << 900], 1024), ring([0b0001, 0], 1024)
+    assert history_distance(a, b).tolist() == [2, 1]
 
 
 def _monitored(policy="static", machine="optane-2tier", workload="gups:hotset", **kw):
@@ -78,10 +97,10 @@ def test_regions_find_the_hot_range_and_never_merge_across_nodes():
     hot = (r.start >= wl.npages - wl.hot_pages)
     assert r.nr_accesses[hot].mean() > 5 * max(r.nr_accesses[~hot].mean(), 0.1)
     assert mon.stats()["merges"] > 0 and mon.stats()["mean_merged_hamming"] is not None
-    assert len(r.history) == len(r) and r.history.dtype == np.uint64
+    assert r.history.shape == (len(r), 16) and r.history.dtype == np.uint64
     # one history bit per sampling interval: a hot region's recent samples are mostly
     # accessed, and the number of accessed bits in its history follows its nr_accesses
-    ones = np.bitwise_count(r.history).astype(float)
+    ones = np.bitwise_count(mon.recent_history(64, r.history)).astype(float)
     assert ones[hot].mean() > 5 * max(ones[~hot].mean(), 0.1)
     assert np.corrcoef(ones / 64, r.nr_accesses / mon.max_nr_accesses)[0, 1] > 0.8
 
@@ -112,39 +131,77 @@ def test_bad_parameters():
     with pytest.raises(TierlabError, match="merge_rule"):
         MONITORS.create("idt-regions,merge_rule=nope")
     with pytest.raises(TierlabError, match="window"):
-        MONITORS.create("idt-regions,window=80")
+        MONITORS.create("idt-regions,history_bits=64,window=80")
+    for bad in ("history_bits=nan", "history_bits=-1", "window=1.5", "age_rule=upstream"):
+        with pytest.raises(TierlabError, match=bad.split("=")[0]):
+            MONITORS.create(f"idt-regions,{bad}")
 
 
 def test_merge_decisions_on_crafted_histories():
     """Merge only if every 16-bit window passes Fisher's test."""
-    from tierlab.monitors.idt_regions import IdtRegions
-    mon = IdtRegions(min_nr_regions=3, max_nr_regions=100)
-    same = np.uint64(0xAAAAAAAAAAAAAAAA)
-    busy, idle = np.uint64(0xFFFFFFFFFFFFFFFF), np.uint64(0)
-    recent = np.uint64(0xFFFF)  # accessed in the newest 16 samples only
-    h = np.array([same, same, busy, idle, idle, recent], dtype=np.uint64)
+    mon = IdtRegions(min_nr_regions=3, max_nr_regions=100, history_bits=64)
+    same = 0xAAAAAAAAAAAAAAAA
+    busy, idle = 0xFFFFFFFFFFFFFFFF, 0
+    recent = 0xFFFF  # accessed in the newest 16 samples only
+    h = ring([same, same, busy, idle, idle, recent])
+    mon._hpos = 1  # the newest bit at position 0
     sim_ok = mon._similar(h, 64)
     # equal histories merge; all-accessed vs never does not; idle vs idle-then-busy
     # differs in one window only, which is enough to keep them apart
     assert sim_ok.tolist() == [True, False, False, True, False]
 
 
+def test_the_merge_test_sees_1024_samples():
+    """IDT's public code keeps IDT_HISTOGRAM_SIZE = 1,024 samples a region, so two
+    regions alike over the newest 64 samples but apart 500 samples ago stay apart;
+    with history_bits=64 (the earlier length) they merge."""
+    old = 0xFFFF << 500  # accessed in 16 samples, 500 to 515 samples ago
+    for bits, want in ((1024, [False]), (64, [True])):
+        mon = IdtRegions(min_nr_regions=3, max_nr_regions=100, history_bits=bits)
+        mon._hpos = 1024 + 1  # full, the newest bit at position 0
+        h = ring([0, old], bits)
+        assert mon._similar(h, mon._valid_bits()).tolist() == want
+
+
+@pytest.mark.parametrize("rule,ages", [("idt", [0, 4, 0, 3]), ("damon", [6, 4, 0, 3])])
+def test_age_resets_on_any_change_under_idt_rule(rule, ages):
+    """IDT's kernel (mm/damon/core.c, damon_merge_regions_of) zeroes a region's age
+    whenever nr_accesses changed at all since the last aggregation; DAMON's rule
+    (age_rule=damon) only past max_nr_accesses / 10 (10 of 100 samples here)."""
+    mon = IdtRegions(min_nr_regions=4, max_nr_regions=4, age_rule=rule)
+    mon.set_regions([0, 100, 200, 300], [100, 200, 300, 400], nr_accesses=[0] * 4,
+                    age=[5, 3, 7, 2], last_nr_accesses=[50, 20, 0, 99])
+    mon._mh = np.zeros(4, dtype=np.uint64)
+    mon._hist = ring([1, 2, 4, 8], 1024)  # apart: no merge
+    mon._hpos = 1
+    mon.sim = type("S", (), {"mem": type("M", (), {"node": np.arange(400) // 100})()})()
+    # changes of 1, 0, 11 and 0 samples
+    mon.aggregate(np.array([51, 20, 11, 99]))
+    assert mon.regions.age.tolist() == ages
+
+
 def test_history_is_one_bit_per_sampling_interval():
-    """history=sample: bit 0 is "either page accessed in the newest interval", older
-    bits shift left; history=aggregation keeps the earlier one bit per aggregation."""
-    from tierlab.monitors.idt_regions import IdtRegions
+    """history=sample: one bit per interval, "either page accessed", written at a
+    circular index (the newest overwrites the oldest once 1,024 are kept);
+    history=aggregation keeps the earlier one bit per aggregation."""
     mon = IdtRegions(min_nr_regions=3, max_nr_regions=3)  # no room: no splits
     mon.set_regions([0, 100, 200], [100, 200, 300])
     pat = [(1, 0, 0), (0, 0, 1), (1, 1, 0)]  # region accessed per interval
     for k, acc in enumerate(pat):
         a = np.array(acc, dtype=bool)
         mon.on_sample(a, a, np.array([10, 110, 210]), np.array([20, 120, 220]), k)
-    assert mon.regions.history.tolist() == [0b101, 0b001, 0b010]
-    assert mon._acc.tolist() == [2, 1, 1] and mon._nbits == 3
+    assert mon.recent_history(64).tolist() == [0b101, 0b001, 0b010]
+    assert mon.regions.history[:, 0].tolist() == [0b101, 0b100, 0b010]  # oldest at 0
+    assert mon._acc.tolist() == [2, 1, 1] and mon._valid_bits() == 3
+    for k in range(3, 1024 + 2):  # wrap: positions 0 and 1 rewritten with zeros
+        z = np.zeros(3, dtype=bool)
+        mon.on_sample(z, z, np.array([10, 110, 210]), np.array([20, 120, 220]), k)
+    assert mon._valid_bits() == 1024
+    assert mon.regions.history[:, 0].tolist() == [0b100, 0b100, 0]
     agg = IdtRegions(min_nr_regions=3, max_nr_regions=3, history="aggregation")
     agg.set_regions([0, 100, 200], [100, 200, 300])
     agg.on_sample(np.ones(3, bool), np.ones(3, bool), np.zeros(3, int), np.zeros(3, int), 0)
-    assert agg.regions.history.tolist() == [0, 0, 0]
+    assert agg.recent_history().tolist() == [0, 0, 0]
     with pytest.raises(TierlabError, match="history"):
         MONITORS.create("idt-regions,history=sometimes")
 
@@ -154,7 +211,6 @@ def test_split_at_the_sampling_interval_between_the_two_pages():
     that interval (both halves keep nr_accesses, age and history); agreeing regions
     are left alone; no split beyond max_nr_regions; the sampling-interval subscribers
     see the interval's flags before the split."""
-    from tierlab.monitors.idt_regions import IdtRegions
     mon = IdtRegions(min_nr_regions=3, max_nr_regions=4)
     mon.set_regions([0, 100, 200], [100, 200, 300], age=[3, 4, 5])
     seen = []

@@ -160,26 +160,26 @@ def test_runs_start_from_the_shipped_weights_and_keep_learning(tmp_path):
         _sim(policy=f"idt-damon,weights={tmp_path / 'none.npz'}").run()
 
 
-def test_prp_fires_with_a_fixed_threshold_and_reports_its_accuracy():
-    """The paper's PRP (a fixed threshold on the [0, 2] distance scale) promotes a
-    neighbour after many ARPs and its accuracy is resolved per run; the public code's
-    rule (prp_rule=public: the threshold tightens to each accepted distance for the
-    rest of the run) fires far less."""
+def test_prp_fires_and_reports_its_accuracy_and_the_public_rule_fires_less():
+    """PRP on the [0, 2] distance scale with a fixed threshold (prp_rule=sum) promotes
+    neighbours after ARPs and its accuracy is resolved per run; the public code's rule
+    (the default: its distance, a threshold that starts at 5 and tightens to each
+    accepted distance for the rest of the run) fires far less."""
     from tierlab import api
     st = {}
-    for p in ("idt", "idt:prp_rule=public"):
+    for p in ("idt:prp_rule=sum", "idt"):
         r = api.run(machine="optane-4tier", workload="gups:dynamic,move=30s",
                     policy=p, scale=1 / 256)
         st[p] = r["policy_stats"]
-    paper = st["idt"]
-    assert paper["arp"] > 0 and paper["prp"] > 10
-    assert paper["prp_resolved"] > 0 and 0 <= paper["prp_accuracy"] <= 1
-    assert paper["prp_hits"] <= paper["prp_resolved"] <= paper["prp"]
-    assert st["idt:prp_rule=public"]["prp"] < paper["prp"] / 2
+    fixed = st["idt:prp_rule=sum"]
+    assert fixed["arp"] > 0 and fixed["prp"] > 10
+    assert fixed["prp_resolved"] > 0 and 0 <= fixed["prp_accuracy"] <= 1
+    assert fixed["prp_hits"] <= fixed["prp_resolved"] <= fixed["prp"]
+    assert st["idt"]["prp"] < fixed["prp"] / 2
     with pytest.raises(TierlabError, match="prp_rule"):
         api.make_policy("idt:prp_rule=sometimes")
     with pytest.raises(TierlabError, match="prp_thres"):
-        api.make_policy("idt:prp_thres=5")
+        api.make_policy("idt:prp_rule=sum,prp_thres=5")
 
 
 def _crafted(policy, fill, regions, nr, age, slow=()):
@@ -265,40 +265,77 @@ def test_watermark_transition_to_normal_demotion_uses_min_and_age():
     assert after.tolist() == [1, 0, 1, 0]
 
 
-def test_prp_picks_the_nearest_on_one_scale_and_tightens_only_under_the_public_rule():
-    """PRP: among lower-node regions near the ARP region, the nearest by address gap /
-    prp_window + Hamming(histories) / history bits (each in [0, 1]) is promoted if
-    under prp_thres, on the same scale. A top-node region is never chosen. Under
-    prp_rule=public the threshold then becomes that distance."""
+def _prp_state(rule, hist_rows, thres):
+    """ARP region (1000, 1010) on the top node beside a top-node neighbour (1010,
+    1020); lower-node regions 10, 90 and 190 pages away. prp_window 400 KiB = 100
+    pages (the address unit 1 page), histories of 1,024 bits from `hist_rows` (1:
+    every bit set, 0: none, 0.5: the first 512)."""
+    from test_idt_monitor import ring
     regs = [(1000, 1010), (1010, 1020), (1020, 1030), (1100, 1110), (1200, 1210)]
-    full = np.uint64(0xFFFFFFFFFFFFFFFF)
-    hist = np.array([full, full, np.uint64(0xFFFFFFFF), full, np.uint64(0)],
-                    dtype=np.uint64)
-    for rule in ("fixed", "public"):
-        sim, pol = _crafted(f"idt,prp_rule={rule},prp_window=400KiB,prp_thres=0.6", 0,
-                            regs, [5, 0, 0, 0, 0], [0] * 5,
-                            slow=[(1020, 1030), (1100, 1110), (1200, 1210)])
-        sim.mem.place_range(1000, 1020, 0)  # the ARP region and a top-node neighbour
-        pol.monitor._hist = hist.copy()
-        assert pol.prp_window == 100
+    sim, pol = _crafted(f"idt,prp_rule={rule},prp_window=400KiB,prp_thres={thres}", 0,
+                        regs, [5, 0, 0, 0, 0], [0] * 5,
+                        slow=[(1020, 1030), (1100, 1110), (1200, 1210)])
+    sim.mem.place_range(1000, 1020, 0)
+    full = (1 << 1024) - 1
+    pol.monitor._hist = ring([{1: full, 0: 0, 0.5: (1 << 512) - 1}[x] for x in hist_rows],
+                             1024)
+    assert pol.prp_window == 100 and pol.prp_unit == 1
+    return sim, pol
+
+
+def test_prp_does_nothing_when_the_nearest_region_is_on_the_top_node():
+    """PRP searches every region in the window, whatever its node; when the nearest
+    one already sits at or above the ARP region's node, nothing is promoted
+    (idt-promote.c: "don't promote if searched region is in upper tier"), even though
+    a lower-node region is close enough to pass the threshold."""
+    # the public rule ranks deviations from the candidates' means: the top-node
+    # neighbour is nearest when its history distance is the mean one
+    for rule, thres, rows in (("sum", 1.9, [1, 1, 1, 1, 1]),
+                              ("public", 1e12, [1, 0.5, 1, 0, 0])):
+        sim, pol = _prp_state(rule, rows, thres)
         node, r = _node_now(sim, pol)
-        d = pol.prp_distance(0, np.array([2, 3, 4]), r)
-        # 10 pages away and 32 of 64 bits apart; 90 pages, same history; 190 pages
-        # (capped at the window) and every bit apart
-        assert d.tolist() == pytest.approx([0.1 + 0.5, 0.9, 1.0 + 1.0])
+        near = pol._prp_near(0, r)
+        assert near.tolist() == [1, 2, 3]  # 190 pages away is out of the window
+        d = pol.prp_distance(0, near, r)
+        assert int(np.argmin(d)) == 0  # the top-node neighbour
         pol._prp(0, r, node)
         after, _ = _node_now(sim, pol)
-        assert after.tolist() == [0, 0, 1, 1, 1]  # 0.6 is not under 0.6: nothing
-        pol.prp_thres = 0.95
-        pol._prp(0, r, node)
-        after, _ = _node_now(sim, pol)
-        assert after.tolist() == [0, 0, 0, 1, 1] and pol.counts["prp"] == 1
-        assert pol.prp_thres == (pytest.approx(0.6) if rule == "public" else 0.95)
-        node, r = _node_now(sim, pol)
-        pol._prp(0, r, node)  # next: (1100, 1110) at 0.9
-        after, _ = _node_now(sim, pol)
-        assert after.tolist() == ([0, 0, 0, 1, 1] if rule == "public" else
-                                  [0, 0, 0, 0, 1])
+        assert after.tolist() == [0, 0, 1, 1, 1] and pol.counts["prp"] == 0
+
+
+def test_prp_sum_rule_picks_the_nearest_on_its_own_scale():
+    """prp_rule=sum: address gap / prp_window + Hamming / history bits, each in
+    [0, 1]; the nearest lower-node region is promoted only if strictly under the fixed
+    threshold, which never changes."""
+    sim, pol = _prp_state("sum", [1, 0, 0.5, 1, 0], 0.6)
+    node, r = _node_now(sim, pol)
+    d = pol.prp_distance(0, np.array([1, 2, 3]), r)
+    # adjacent and every bit apart; 10 pages away and 512 of 1,024 bits; 90, same
+    assert d.tolist() == pytest.approx([1.0, 0.1 + 0.5, 0.9])
+    pol._prp(0, r, node)
+    assert _node_now(sim, pol)[0].tolist() == [0, 0, 1, 1, 1]  # 0.6 is not under 0.6
+    pol.prp_thres = 0.95
+    pol._prp(0, r, node)
+    assert _node_now(sim, pol)[0].tolist() == [0, 0, 0, 1, 1] and pol.counts["prp"] == 1
+    assert pol.prp_thres == 0.95
+
+
+def test_prp_public_rule_is_the_codes_distance_and_running_threshold():
+    """prp_rule=public (the default): v = gap in address units, a = Hamming distance;
+    with the candidates' integer means m and variances s (each + 1), distance =
+    s_v (a - m_a)^2 + s_a (v - m_v)^2 (idt-promote.c `idt_promote_prp`). Here a = 1024,
+    512, 0 and v = 0, 10, 90: m_a = 513, m_v = 34, s_a = 174,764, s_v = 1,623. The
+    nearest is promoted if <= the threshold, which becomes that distance."""
+    sim, pol = _prp_state("public", [1, 0, 0.5, 1, 0], 5)
+    node, r = _node_now(sim, pol)
+    d = pol.prp_distance(0, np.array([1, 2, 3]), r)
+    assert d.tolist() == [625826567, 100665687, 975183191]
+    pol._prp(0, r, node)
+    assert _node_now(sim, pol)[0].tolist() == [0, 0, 1, 1, 1] and pol.prp_thres == 5
+    pol.prp_thres = 2e8
+    pol._prp(0, r, node)
+    assert _node_now(sim, pol)[0].tolist() == [0, 0, 0, 1, 1] and pol.counts["prp"] == 1
+    assert pol.prp_thres == 100665687
 
 
 def _sampled(policy="idt-norl,prp=off", fill=1020):
@@ -312,8 +349,9 @@ def _sampled(policy="idt-norl,prp=off", fill=1020):
 def test_arp_promotes_at_the_sampling_interval():
     """A region IDT demoted is promoted in the very sampling interval it is seen
     accessed (IDT's public code promotes in its sampling path), not at the next
-    aggregation; its slow hit is credited to the decision that demoted it."""
-    sim, pol = _sampled(fill=800)
+    aggregation; its slow hit is credited to the decision that demoted it. Under
+    arp=demoted a region IDT did not demote stays below."""
+    sim, pol = _sampled("idt-norl,prp=off,arp=demoted", fill=800)
     mon = pol.monitor
     pol.demoted_by[102 * 9:102 * 10] = 1  # region 9 sits below: node 0 demoted it
     pol.demoted_in[102 * 9:102 * 10] = 3
@@ -325,6 +363,38 @@ def test_arp_promotes_at_the_sampling_interval():
     assert node[9] == 0 and node[10] == 1 and pol.counts["arp"] == 1
     assert pol._cons[(0, 3)] == [102, 102, 102]  # demoted, slow_hit, promoted
     assert mon.nr_aggregations == 0
+
+
+def test_arp_promotes_a_region_kswapd_put_below():
+    """The public code ARP-promotes any accessed region off the default node
+    (`IS_DEMOTED(r)` is `r->nid != IDT_DEFAULT_NODE`): one that kswapd or first touch
+    put on the lower node is promoted in the interval it is seen, charged to no
+    decision; the decision that demoted another region keeps its own account."""
+    sim, pol = _sampled(fill=800)
+    pol._cons[(0, 3)] = [102, 0, 0]
+    acc = np.zeros(12, dtype=bool)
+    acc[10] = True  # on the slow node; IDT never demoted it
+    pol.monitor.on_sample(acc, acc, np.arange(12) * 102, np.arange(12) * 102, 0.01)
+    node, _ = _node_now(sim, pol)
+    assert node[10] == 0 and node[11] == 1 and pol.counts["arp"] == 1
+    assert pol._cons[(0, 3)] == [102, 0, 0] and pol.counts["slow_hit"] == 102
+
+
+@pytest.mark.parametrize("fallback,want", [("all", [1] * 10), ("bounded", [1] + [0] * 9)])
+def test_an_aggressive_pass_that_demoted_nothing_demotes_every_region(fallback, want):
+    """free < critical_wmark and no region old enough: the public code then demotes
+    every region of the node (idt.c `idt_demote`, "Try demote all regions");
+    fallback=bounded stops once free is back at demote_wmark (98 pages here: one
+    region, the coldest)."""
+    regs = [(i * 102, (i + 1) * 102) for i in range(10)]
+    nr = [0, 0, 2, 4, 6, 8, 10, 12, 14, 20]
+    sim, pol = _crafted(f"idt-norl,fallback={fallback}", 1020, regs, nr, [5] * 10)
+    node, r = _node_now(sim, pol)
+    entry = {"nodes": {}}
+    pol._demote_node(0, r, node, np.array(nr), np.full(10, 5), entry)
+    assert entry["nodes"][0]["aggressive"] and entry["nodes"][0]["eligible"] == 6
+    after, _ = _node_now(sim, pol)
+    assert after.tolist() == want and pol.counts["fallback"] == 1
 
 
 def test_arp_respects_the_critical_watermark():

@@ -282,26 +282,37 @@ def test_node_bits_follow_placements_frees_and_moves(npages, seed):
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(1, 64), st.integers(1, 16), st.integers(0, 40), st.integers(0, 2**32 - 1),
-       st.sampled_from(["fisher", "public"]))
-def test_similar_pairs_is_every_window_counted(valid, window, nregions, seed, rule):
-    """IDT's merge test in one pass with an early stop equals counting every window of
-    every region (`window_counts`) and looking each pair up."""
-    from tierlab.kernels import similar_pairs, window_counts
+@given(st.integers(1, 1100), st.integers(1, 16), st.integers(0, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from(["fisher", "public"]), st.sampled_from([16, 64, 100, 1024]))
+def test_similar_pairs_is_every_window_counted(valid, window, nregions, seed, rule, nbits):
+    """IDT's merge test in one pass with an early stop over ring buffers (any length,
+    any newest position) equals counting every window of every region in time order
+    (`window_counts`) and looking each pair up."""
+    from tierlab.kernels import ring_bits, similar_pairs, window_counts
     from tierlab.monitors.idt_regions import fisher_similar_table, public_similar_table
     rng = np.random.default_rng(seed)
+    valid = min(valid, nbits)
+    window = min(window, nbits)
+    words = (nbits + 63) // 64
     # sparse, dense and equal histories, so both verdicts occur
-    h = rng.integers(0, 2**63, nregions, dtype=np.uint64)
+    h = rng.integers(0, 2**63, (nregions, words), dtype=np.uint64)
     h[rng.random(nregions) < 0.3] = 0
     h[rng.random(nregions) < 0.3] &= np.uint64(0x0F0F0F0F0F0F0F0F)
+    newest = int(rng.integers(0, nbits))
     n = min(window, valid)
     table = fisher_similar_table(n, 0.1) if rule == "fisher" else public_similar_table(n)
     if nregions < 2:
-        assert similar_pairs(h, valid, window, table).shape == (0,)
+        assert similar_pairs(h, newest, valid, window, nbits, table).shape == (0,)
         return
-    c = window_counts(h, valid, window)
-    np.testing.assert_array_equal(similar_pairs(h, valid, window, table),
+    c = window_counts(h, newest, valid, window, nbits)
+    np.testing.assert_array_equal(similar_pairs(h, newest, valid, window, nbits, table),
                                   table[c[:-1], c[1:]].all(axis=1))
+    # the bits in time order: the k-th newest at position (newest - k) mod nbits
+    b = ring_bits(h, newest, valid, nbits)
+    p = (newest - 1) % nbits
+    if valid > 1:
+        assert b[:, 1].tolist() == ((h[:, p // 64] >> np.uint64(p % 64)) &
+                                    np.uint64(1)).tolist()
 
 
 def _lru_pages(rng, npages, ntimes, dtype, run):
@@ -479,14 +490,16 @@ def test_without_numba_the_guest_path_still_answers(monkeypatch):
     import tierlab.kernels as k
     from tierlab.monitors.idt_regions import fisher_similar_table
     rng = np.random.default_rng(2)
-    h = rng.integers(0, 2**63, 500, dtype=np.uint64)
+    h = rng.integers(0, 2**63, (500, 16), dtype=np.uint64)
     h[::3] = 0
+    h[2::3] = h[1:-1:3]  # equal neighbours merge
+    h[5::9, 10] ^= np.uint64(0xFFFF)  # some apart only in an older window
     table = fisher_similar_table(16, 0.1)
-    want = k.similar_pairs(h, 40, 16, table)
+    want = k.similar_pairs(h, 7, 1024, 16, 1024, table)
     monkeypatch.setattr(k, "_jit", False)
     monkeypatch.setattr(k, "_kernels", {})
     assert k._kernel("similar_pairs") is k._similar_pairs_numpy
-    np.testing.assert_array_equal(k.similar_pairs(h, 40, 16, table), want)
+    np.testing.assert_array_equal(k.similar_pairs(h, 7, 1024, 16, 1024, table), want)
     assert want.any() and not want.all()
 
 
@@ -929,10 +942,10 @@ def test_range_movable_and_fill_ranges_are_the_page_list_forms(npages, nranges, 
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 400), st.integers(0, 2**31 - 1))
-def test_draw_pairs_and_seen_demoted_are_the_numpy_forms(nreg, seed):
+def test_draw_pairs_and_seen_below_are_the_numpy_forms(nreg, seed):
     """IDT's sampled pages (the same draws from the generator) and the accessed regions
-    off the top node that IDT demoted, with by and dec at their middle pages, as numpy
-    computes them."""
+    off the top node (all, or those IDT demoted), with by and dec at their middle
+    pages, as numpy computes them."""
     rng = np.random.default_rng(seed)
     s = np.sort(rng.choice(10_000, nreg, replace=False)).astype(np.int64)
     e = np.minimum(s + rng.integers(1, 300, nreg), np.append(s[1:], 10_000))
@@ -947,13 +960,15 @@ def test_draw_pairs_and_seen_demoted_are_the_numpy_forms(nreg, seed):
     acc = rng.random(nreg) < 0.5
     by = np.where(rng.random(10_300) < 0.5, 0, rng.integers(1, 4, 10_300)).astype(np.uint8)
     dec = rng.integers(0, 256, 10_300).astype(np.uint8)
-    got = kernels.seen_demoted(acc, s, e, node, 1, by, dec)
     mid = (s + e - 1) // 2
-    j = np.flatnonzero(acc & (node[mid] != 1) & (node[mid] != 255) & (by[mid] > 0))
-    for g, w in zip(got, (j, by[mid[j]], dec[mid[j]])):
-        np.testing.assert_array_equal(g, w)
-    for g, w in zip(got, kernels._seen_demoted_numpy(acc, s, e, node, 1, by, dec)):
-        np.testing.assert_array_equal(g, w)
+    for only in (True, False):
+        got = kernels.seen_below(acc, s, e, node, 1, by, dec, only)
+        j = np.flatnonzero(acc & (node[mid] != 1) & (node[mid] != 255) &
+                           ((by[mid] > 0) | (not only)))
+        for g, w in zip(got, (j, by[mid[j]], dec[mid[j]])):
+            np.testing.assert_array_equal(g, w)
+        for g, w in zip(got, kernels._seen_below_numpy(acc, s, e, node, 1, by, dec, only)):
+            np.testing.assert_array_equal(g, w)
 
 
 @settings(max_examples=60, deadline=None)

@@ -30,15 +30,15 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   in numpy's expm1, on values that change at 0.016% of its pages).
 - `LruLists`, `nimble_inactive`, `nimble_active`: Nimble's lists as a counting sort by
   insertion index and its aging pass in place.
-- `similar_pairs`: IDT's Fisher merge test of neighbours, stopping at the first window
-  that fails.
+- `similar_pairs`: IDT's Fisher merge test of neighbours over their ring buffers of
+  history bits, stopping at the first window that fails.
 - `unique_in_order`: the engine's move requests without repeats (a bitset pass).
 - `range_movable`, `relocate_ranges`, `fill_ranges`: whole regions moved, and a value
   written over them, without listing their pages first (IDT at 10x bench_memsim:
   29.9 -> 17.5 s).
 - `sub_expected_eps`: `sub_expected` over every field epoch of a lookup in one pass.
-- `draw_pairs`, `seen_demoted`: IDT's sampled pages per region and the regions seen
-  off the top node that IDT demoted (with the demoting node and decision), one pass
+- `draw_pairs`, `seen_below`: IDT's sampled pages per region and the regions seen
+  off the top node (with the demoting node and decision), one pass
   each per sampling interval.
 - `bisect_throughput`: the closed loop's bisection, run at every engine step.
 - `range_node_counts`, `pages_not_on`: counts and pages of address ranges read from the
@@ -837,17 +837,20 @@ def _cal_pop_py(j, nb, bsz, pwl, pwm, pp, pa, bhi, bfill, opn, nxt, head, tail, 
     return q
 
 
-def _similar_pairs_py(h, valid, window, table):
+def _similar_pairs_py(h, newest, valid, window, nbits, table):
+    # h: (R, words) ring buffers of nbits bits; the k-th newest bit sits at position
+    # (newest - k) mod nbits (word p >> 6, bit p & 63); windows slide from the newest
     r = h.shape[0]
     out = np.ones(max(r - 1, 0), np.bool_)
     w = min(window, valid)
     one = np.uint64(1)
     for i in range(r - 1):
-        a, b = h[i], h[i + 1]
-        ca = cb = 0
-        for k in range(w):  # the window of bits [0, w)
-            ca += (a >> np.uint64(k)) & one
-            cb += (b >> np.uint64(k)) & one
+        ca = 0
+        cb = 0
+        for k in range(w):  # the window of the w newest bits
+            p = (newest - k) % nbits
+            ca += np.int64((h[i, p >> 6] >> np.uint64(p & 63)) & one)
+            cb += np.int64((h[i + 1, p >> 6] >> np.uint64(p & 63)) & one)
         k = 0
         while True:
             if not table[ca, cb]:
@@ -855,9 +858,13 @@ def _similar_pairs_py(h, valid, window, table):
                 break
             if k + w >= valid:
                 break
-            # slide to bits [k + 1, k + 1 + w)
-            ca += ((a >> np.uint64(k + w)) & one) - ((a >> np.uint64(k)) & one)
-            cb += ((b >> np.uint64(k + w)) & one) - ((b >> np.uint64(k)) & one)
+            # slide one bit older: bit k + w enters, bit k leaves
+            pin = (newest - k - w) % nbits
+            pout = (newest - k) % nbits
+            ca += np.int64((h[i, pin >> 6] >> np.uint64(pin & 63)) & one)
+            ca -= np.int64((h[i, pout >> 6] >> np.uint64(pout & 63)) & one)
+            cb += np.int64((h[i + 1, pin >> 6] >> np.uint64(pin & 63)) & one)
+            cb -= np.int64((h[i + 1, pout >> 6] >> np.uint64(pout & 63)) & one)
             k += 1
     return out
 
@@ -1493,9 +1500,9 @@ def _draw_pairs_py(u, s, e, out):
             out[k * r + i] = min(p, e[i] - 1)
 
 
-def _seen_demoted_py(acc, start, end, node_map, top, by, dec):
+def _seen_below_py(acc, start, end, node_map, top, by, dec, only_demoted):
     # IDT._on_sample: the regions accessed whose middle page is allocated off `top`
-    # and was demoted by IDT (by > 0), with that page's by and dec
+    # (and, with only_demoted, was demoted by IDT: by > 0), with that page's by and dec
     r = acc.shape[0]
     out = np.empty(r, np.int64)
     ob = np.empty(r, np.uint8)
@@ -1505,7 +1512,7 @@ def _seen_demoted_py(acc, start, end, node_map, top, by, dec):
         if acc[i]:
             m = (start[i] + end[i] - 1) // 2
             c = node_map[m]
-            if c != top and c != 255 and by[m] > 0:
+            if c != top and c != 255 and (by[m] > 0 or not only_demoted):
                 out[n] = i
                 ob[n] = by[m]
                 od[n] = dec[m]
@@ -2310,7 +2317,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "move_counts": _move_counts_py, "list_counts": _list_counts_py,
        "range_movable": _range_movable_py, "fill_ranges": _fill_ranges_py,
        "relocate_ranges": _relocate_ranges_py, "draw_pairs": _draw_pairs_py,
-       "seen_demoted": _seen_demoted_py, "range_node_counts": _range_node_counts_py,
+       "seen_below": _seen_below_py, "range_node_counts": _range_node_counts_py,
        "pages_not_on": _pages_not_on_py, "pages_by_byte": _pages_by_byte_py, "halve_at": _halve_at_py, "pick_pairs": _pick_pairs_py,
        "tier_shares": _tier_shares_py,
        "spend_budgets": _spend_budgets_py, "bisect_throughput": _bisect_throughput_py,
@@ -2417,19 +2424,26 @@ def argsort_untied(keys):
     return order, k
 
 
-def window_counts(h: np.ndarray, valid: int, window: int) -> np.ndarray:
-    """(R, W): accessed bits in every sliding window of `window` bits over the `valid`
-    newest bits of each history (one window of `valid` bits if valid < window)."""
+def ring_bits(h: np.ndarray, newest: int, valid: int, nbits: int) -> np.ndarray:
+    """(R, valid) uint8: the `valid` newest bits of each ring buffer `h` ((R, words)
+    uint64 of `nbits` bits, the newest at position `newest`), newest first."""
     h = np.asarray(h, dtype=np.uint64)
+    p = (int(newest) - np.arange(int(valid))) % int(nbits)
+    return ((h[:, p >> 6] >> (p & 63).astype(np.uint64)) & np.uint64(1)).astype(np.uint8)
+
+
+def window_counts(h: np.ndarray, newest: int, valid: int, window: int,
+                  nbits: int) -> np.ndarray:
+    """(R, windows): accessed bits in every sliding window of `window` bits over the
+    `valid` newest bits of each ring buffer (one window of `valid` bits if fewer)."""
     w = min(window, valid)
-    mask = np.uint64((1 << w) - 1)
-    offs = range(0, valid - w + 1)
-    return np.stack([np.bitwise_count((h >> np.uint64(k)) & mask) for k in offs],
-                    axis=1).astype(np.int64)
+    c = np.zeros((np.shape(h)[0], valid + 1), dtype=np.int32)
+    np.cumsum(ring_bits(h, newest, valid, nbits), axis=1, out=c[:, 1:])
+    return (c[:, w:] - c[:, :valid - w + 1]).astype(np.int64)
 
 
-def _similar_pairs_numpy(h, valid, window, table):
-    c = window_counts(h, valid, window)
+def _similar_pairs_numpy(h, newest, valid, window, nbits, table):
+    c = window_counts(h, newest, valid, window, nbits)
     return table[c[:-1], c[1:]].all(axis=1)
 
 
@@ -2442,10 +2456,11 @@ def _draw_pairs_numpy(u, s, e, out):
     out[:] = p.reshape(-1)
 
 
-def _seen_demoted_numpy(acc, start, end, node_map, top, by, dec):
+def _seen_below_numpy(acc, start, end, node_map, top, by, dec, only_demoted):
     mid = (start + end - 1) // 2
     node = node_map[mid]
-    j = np.flatnonzero(acc & (node != top) & (node != 255) & (by[mid] > 0))
+    j = np.flatnonzero(acc & (node != top) & (node != 255) &
+                       ((by[mid] > 0) | (not only_demoted)))
     return j, by[mid[j]], dec[mid[j]]
 
 
@@ -2467,18 +2482,21 @@ def _draw_below_numpy(u, lam, out):
 _NUMPY = {"similar_pairs": _similar_pairs_numpy, "draw_below": _draw_below_numpy,
           "first_seen": _first_seen_numpy,
           "fill_ranges": _fill_ranges_numpy, "draw_pairs": _draw_pairs_numpy,
-          "seen_demoted": _seen_demoted_numpy,
+          "seen_below": _seen_below_numpy,
           "range_node_counts": _range_node_counts_numpy, "sorted_find": _sorted_find_numpy,
           "list_counts": _list_counts_numpy}
 
 
-def similar_pairs(h, valid: int, window: int, table) -> np.ndarray:
+def similar_pairs(h, newest: int, valid: int, window: int, nbits: int,
+                  table) -> np.ndarray:
     """IDT's merge test of neighbours i, i+1 (`IdtRegions._similar`): table[c_i, c_j]
     for the accessed-bit counts of every sliding window of `window` bits over the
-    `valid` newest history bits (one window of `valid` bits if fewer), stopping at the
-    first window that fails, where numpy counts every window of every region."""
-    return _kernel("similar_pairs")(np.ascontiguousarray(h, dtype=np.uint64), int(valid),
-                                    int(window), np.ascontiguousarray(table, dtype=np.bool_))
+    `valid` newest bits of each region's ring buffer of `nbits` bits ((R, words)
+    uint64, the newest bit at position `newest`; one window of `valid` bits if fewer),
+    stopping at the first window that fails, where numpy counts every window."""
+    return _kernel("similar_pairs")(np.ascontiguousarray(h, dtype=np.uint64), int(newest),
+                                    int(valid), int(window), int(nbits),
+                                    np.ascontiguousarray(table, dtype=np.bool_))
 
 
 def sub_expected(lam, pages, which, by_page: bool, w_tab, starts, rate, ends, w_a: float,
@@ -2962,11 +2980,13 @@ def draw_pairs(rng, s, e) -> np.ndarray:
     return out
 
 
-def seen_demoted(acc, start, end, node_map, top: int, by, dec):
+def seen_below(acc, start, end, node_map, top: int, by, dec, only_demoted: bool):
     """(j, by[m], dec[m]) of the regions j accessed (`acc`) whose middle page m =
-    (start + end - 1) // 2 is allocated off `top` and has by[m] > 0 (IDT demoted it),
-    in one pass: the numpy form's gathers of node, by and dec at every middle page."""
-    return _kernel("seen_demoted")(acc, start, end, node_map, np.uint8(top), by, dec)
+    (start + end - 1) // 2 is allocated off `top` (with `only_demoted`, only those with
+    by[m] > 0: IDT demoted them), in one pass: the numpy form's gathers of node, by and
+    dec at every middle page."""
+    return _kernel("seen_below")(acc, start, end, node_map, np.uint8(top), by, dec,
+                                 bool(only_demoted))
 
 
 def bisect_throughput(a, b, c, compute_ns: float, mlp: float, threads: float,

@@ -1,4 +1,4 @@
-"""`idt-regions`: IDT's region monitor (HPDC'24; ALGORITHMS.md "IDT", Monitoring).
+"""`idt-regions`: IDT's region monitor (HPDC'24; public code scale-snu/IDT, mm/damon).
 
 Built on DAMON (`damon.py`: regions over the allocated address space, min/max regions,
 the prepare/check accessed-bit pattern, the age rule) with IDT's changes, run every
@@ -11,9 +11,13 @@ sample_interval; manage history, access, age"):
   the rate model and per access for an exact replay); the region counts as accessed in
   that interval when either page was: `nr_accesses` counts such intervals over the
   aggregation;
-- `history`, one bit per region per sampling interval (`history=sample`, the default:
-  bit 0 = accessed in the newest interval, `history_bits` = 64 kept); the earlier rule,
-  one bit per aggregation (nr_accesses > 0), is `history=aggregation`;
+- `history`, one bit per region per sampling interval (`history=sample`, the default),
+  kept in a ring buffer of `history_bits` bits per region, 1,024 by default: the public
+  code's `IDT_HISTOGRAM_SIZE` (scale-snu/IDT, include/linux/damon.h), written at a
+  circular index every sampling interval (mm/damon/vaddr.c `__damon_va_check_access`).
+  The public code only ever sets entries, never clears them; tierlab writes both
+  values, as the code means to. `history_bits=64` is the earlier length; the rule of
+  one bit per aggregation (nr_accesses > 0) is `history=aggregation`;
 - **split** ("Split region when the access status of the sampling pages differs at
   sample_interval"): after each sampling interval a region whose two pages disagreed is
   cut in two between them (`split_at=between`, at the midpoint of the two pages, so
@@ -23,18 +27,29 @@ sample_interval; manage history, access, age"):
   is room for fewer); both halves keep nr_accesses, age and history (DAMON's rule);
 - subscribers to the sampling interval (`subscribe_sample`, IDT's ARP) run after each
   interval's check, before its splits, with that interval's accessed flags;
-- every aggregation (`aggregate`): `age` by DAMON's rule (+1 per aggregation, 0 when
-  nr_accesses moved by more than max_nr_accesses / 10), then the **merge** of
-  neighbours on the same node (a region's node is its middle page's) whose histories
-  pass Fisher's exact test on [[a_i, n - a_i], [a_j, n - a_j]] at `fisher_alpha` (10%,
-  the 90% level) in every sliding window of `window` (n = 16) valid history bits (the
-  table computed once, exactly as scipy's `fisher_exact`; the public code's
-  |a_i - a_j| <= 2 is `merge_rule=public`); merged runs are formed from neighbour
+- every aggregation (`aggregate`): `age` by IDT's rule (`age_rule=idt`, the default):
+  +1 per aggregation, 0 whenever nr_accesses changed at all since the last aggregation
+  (the public kernel's mm/damon/core.c `damon_merge_regions_of`: `if
+  (abs(r->nr_accesses - r->last_nr_accesses)) r->age = 0;`); upstream DAMON's rule, 0
+  only when it moved by more than max_nr_accesses / 10, is `age_rule=damon`. Then the
+  **merge** of neighbours on the same node (a region's node is its middle page's)
+  whose histories pass Fisher's exact test on [[a_i, n - a_i], [a_j, n - a_j]] at
+  `fisher_alpha` (10%, the 90% level) in every sliding window of `window` (n = 16)
+  valid history bits, about 1,008 windows once 1,024 bits are kept (mm/damon/idt-region.c
+  `idt_merge_region`; the table computed once, exactly as scipy's `fisher_exact`; the
+  public code's |a_i - a_j| <= 2 is `merge_rule=public`). The windows slide over the
+  bits in time order, newest first; the public code slides them over the buffer's
+  positions, so one of its windows joins the newest bits to the oldest. Merged runs are formed from neighbour
   pairs (chained), capped at DAMON's size limit, and keep their first region's
   history and last_nr_accesses, with size-weighted nr_accesses and age; then the
   aggregation subscribers (IDT's demotion), the reset of nr_accesses, and DAMON's ops
   update of the monitored ranges;
 - `reset_after_move(idx)` zeroes age and nr_accesses of migrated regions (IDT's rule).
+
+Assumption: the public code demotes before it ages and merges (mm/damon/core.c
+`kdamond_fn`: `idt_demote`, then `kdamond_merge_regions`), so its demotion reads the
+ages of the previous aggregation; here the subscribers (IDT's demotion) run after the
+age rule and the merge, on this aggregation's ages.
 
 `stats()` adds `mean_merged_hamming`: the mean normalised Hamming distance between the
 histories of regions merged together (the paper's measure of merge quality);
@@ -51,18 +66,29 @@ from math import comb
 import numpy as np
 
 from ..errors import TierlabError
-from ..kernels import draw_pairs, similar_pairs
-from ..workloads._common import parse_choice
+from ..kernels import draw_pairs, ring_bits, similar_pairs
+from ..workloads._common import parse_choice, parse_number
 from .base import MONITORS, Monitor
 from .damon import UNALLOC, Damon, Regions, _i64, hamming, scaled_regions
 
 HISTORY_RULES = ("sample", "aggregation")
 SPLIT_RULES = ("between", "random")
+AGE_RULES = ("idt", "damon")
+#: the longest history a region may keep (bits)
+MAX_HISTORY_BITS = 65536
+
+
+def history_distance(h1, h2) -> np.ndarray:
+    """Bits that differ between ring-buffer histories ((..., words) uint64): the
+    Hamming distance of each pair of rows (mm/damon/idt-utils.c `idt_hamming_distance`)."""
+    x = np.bitwise_xor(np.asarray(h1, dtype=np.uint64), np.asarray(h2, dtype=np.uint64))
+    return np.bitwise_count(x).sum(axis=-1, dtype=np.int64)
 
 
 @dataclass
 class IdtRegionSnapshot(Regions):
-    """DAMON's region snapshot plus the access history (uint64 per region)."""
+    """DAMON's region snapshot plus the access history: one ring buffer per region,
+    (R, words) uint64 (`IdtRegions.recent_history` reads it in time order)."""
 
     history: np.ndarray = None
 
@@ -100,32 +126,35 @@ class IdtRegions(Damon):
     history and splits, Fisher-test merge at each aggregation."""
 
     def __init__(self, sample="10ms", aggr="1s", update="1s", min_nr_regions=1000,
-                 max_nr_regions=10000, history_bits=64, window=16, fisher_alpha=0.10,
-                 merge_rule="fisher", history="sample", split_at="between", target=None,
-                 name="idt-regions"):
+                 max_nr_regions=10000, history_bits=1024, window=16, fisher_alpha=0.10,
+                 merge_rule="fisher", history="sample", split_at="between", age_rule="idt",
+                 target=None, name="idt-regions"):
         super().__init__(sample=sample, aggr=aggr, update=update,
                          min_nr_regions=min_nr_regions, max_nr_regions=max_nr_regions,
                          target=target, name=name)
         self.params.update(history_bits=history_bits, window=window,
                            fisher_alpha=fisher_alpha, merge_rule=merge_rule,
-                           history=history, split_at=split_at)
-        self.history_bits = int(history_bits)
-        self.window = int(window)
-        if not 1 <= self.window <= self.history_bits <= 64:
+                           history=history, split_at=split_at, age_rule=age_rule)
+        self.history_bits = parse_number(history_bits, "idt-regions history_bits", lo=1,
+                                         hi=MAX_HISTORY_BITS, integer=True)
+        self.window = parse_number(window, "idt-regions window", lo=1,
+                                   hi=MAX_HISTORY_BITS, integer=True)
+        if not 1 <= self.window <= self.history_bits <= MAX_HISTORY_BITS:
             raise TierlabError(f"bad idt-regions history_bits={history_bits} "
-                               f"window={window}: need 1 <= window <= history_bits <= 64")
+                               f"window={window}: need 1 <= window <= history_bits <= "
+                               f"{MAX_HISTORY_BITS}")
         self.fisher_alpha = float(fisher_alpha)
         self.merge_rule = parse_choice(merge_rule, "idt-regions merge_rule",
                                        ("fisher", "public"))
         self.history = parse_choice(history, "idt-regions history", HISTORY_RULES)
         self.split_at = parse_choice(split_at, "idt-regions split_at", SPLIT_RULES)
-        self._mask = np.uint64((1 << self.history_bits) - 1) if self.history_bits < 64 \
-            else np.uint64(0xFFFFFFFFFFFFFFFF)
+        self.age_rule = parse_choice(age_rule, "idt-regions age_rule", AGE_RULES)
+        self._words = (self.history_bits + 63) // 64
         z = np.zeros(0, dtype=np.int64)
-        self._hist = np.zeros(0, dtype=np.uint64)
+        self._hist = np.zeros((0, self._words), dtype=np.uint64)  # ring buffers
         self._acc = z  # this aggregation's accessed intervals per region
         self._nsamp = 0  # sampling intervals taken in this aggregation
-        self._nbits = 0  # valid history bits
+        self._hpos = 0  # history bits written so far (the next goes at _hpos % bits)
         self._snap_hist = self._hist
         self._sample_subs = []
         self._live = False
@@ -151,10 +180,10 @@ class IdtRegions(Damon):
             i = np.searchsorted(old_s, self._s, side="right") - 1
             ok = (i >= 0) & (self._s < old_e[np.clip(i, 0, None)])
             i = np.clip(i, 0, None)
-            self._hist, self._mh = (np.where(ok, h[i], np.uint64(0)).astype(np.uint64)
-                                    for h in (self._hist, self._mh))
+            self._hist = np.where(ok[:, None], self._hist[i], np.uint64(0)).astype(np.uint64)
+            self._mh = np.where(ok, self._mh[i], np.uint64(0)).astype(np.uint64)
         else:
-            self._hist = np.zeros(R, dtype=np.uint64)
+            self._hist = np.zeros((R, self._words), dtype=np.uint64)
             self._mh = np.zeros(R, dtype=np.uint64)
         self._acc = np.zeros(R, dtype=np.int64)
 
@@ -253,8 +282,7 @@ class IdtRegions(Damon):
         self._acc = self._acc + acc
         self._nsamp += 1
         if self.history == "sample":
-            self._hist = ((self._hist << np.uint64(1)) | acc.astype(np.uint64)) & self._mask
-            self._nbits = min(self._nbits + 1, self.history_bits)
+            self._push(acc)
         if self._sample_subs:
             self._live = True
             try:
@@ -310,10 +338,28 @@ class IdtRegions(Damon):
         self.split_many([i], [page])
 
     # -- aggregation ---------------------------------------------------------------
+    # -- the history ring buffers ----------------------------------------------------
+    def _push(self, bit) -> None:
+        """Write one history bit per region at the circular index (vaddr.c
+        `__damon_va_check_access`), overwriting the oldest once the buffer is full."""
+        w, b = divmod(self._hpos % self.history_bits, 64)
+        col = self._hist[:, w] & ~np.uint64(1 << b)
+        self._hist[:, w] = col | (np.asarray(bit, dtype=np.uint64) << np.uint64(b))
+        self._hpos += 1
+
     def _valid_bits(self) -> int:
-        if self.history == "sample":
-            return self._nbits
-        return min(self.nr_aggregations, self.history_bits)
+        return min(self._hpos, self.history_bits)
+
+    def recent_history(self, k: int = 64, hist=None) -> np.ndarray:
+        """The k (<= 64) newest history bits of each region as one uint64, bit 0 the
+        newest (of `hist`, a snapshot's ring buffers, or the live ones)."""
+        h = self._hist if hist is None else hist
+        k = min(int(k), 64, self._valid_bits())
+        if k == 0:
+            return np.zeros(h.shape[0], dtype=np.uint64)
+        bits = ring_bits(h, (self._hpos - 1) % self.history_bits, k, self.history_bits)
+        return (bits.astype(np.uint64) << np.arange(k, dtype=np.uint64)).sum(
+            axis=1, dtype=np.uint64)
 
     def _similar(self, h, valid: int) -> np.ndarray:
         """similar[i]: regions i and i+1 pass the test in every window."""
@@ -322,7 +368,8 @@ class IdtRegions(Damon):
         n = min(self.window, valid)
         table = (fisher_similar_table(n, self.fisher_alpha) if self.merge_rule == "fisher"
                  else public_similar_table(n))
-        return similar_pairs(h, valid, self.window, table)
+        return similar_pairs(h, (self._hpos - 1) % self.history_bits, valid, self.window,
+                             self.history_bits, table)
 
     def _merge(self) -> None:
         s, e, h = self._s, self._e, self._hist
@@ -347,7 +394,7 @@ class IdtRegions(Damon):
         run = np.cumsum(head) - 1
         merged = ~head
         self.merges += int(merged.sum())
-        self._ham_sum += float(hamming(h[merged], h[first][run[merged]]).sum()) / \
+        self._ham_sum += float(history_distance(h[merged], h[first][run[merged]]).sum()) / \
             max(valid, 1)
         mh = self._mh
         self._mh_sum += float(hamming(mh[merged], mh[first][run[merged]]).sum()) / \
@@ -370,16 +417,16 @@ class IdtRegions(Damon):
             raise ValueError("nr_accesses must have one value per region")
         self.nr_aggregations += 1
         self.max_observed = int(nr.max()) if nr.size else 0
-        thres = self.max_nr_accesses // 10
+        thres = self.max_nr_accesses // 10 if self.age_rule == "damon" else 0
         self._age = np.where(np.abs(nr - self._last) > thres, 0, self._age + 1)
         self._nr = nr
         # measurement only (as Damon keeps it): one bit per aggregation, nr_accesses > 0
         self._mh = (self._mh << np.uint64(1)) | (nr > 0).astype(np.uint64)
         if self.history == "aggregation":
-            self._hist = self._mh & self._mask
+            self._push(nr > 0)
         self._merge()
         self._publish(now)
-        self._snap_hist = self._hist
+        self._snap_hist = self._hist.copy()  # the ring buffers are written in place
         R = self.nr_regions
         self._acc = np.zeros(R, dtype=np.int64)
         self._nsamp = 0

@@ -82,10 +82,13 @@ class Tierlab(Policy):
             raise TierlabError(f"bad tierlab monitor {monitor!r}; valid: idt, damon")
         #: pages whose accessed bits one sample reads (IDT's monitor: two per region)
         self.pages_per_sample = 2 if monitor == "idt" else 1
+        # IDT's monitor with DAMON's age rule and 64 history bits: the own policy reads
+        # ages and merged regions, not IDT's 1,024-sample histories
+        extra = dict(age_rule="damon", history_bits=64) if monitor == "idt" else {}
         self.monitor = kinds[str(monitor)](sample=sample, aggr=aggr,
                                            min_nr_regions=min_nr_regions,
                                            max_nr_regions=max_nr_regions,
-                                           name=f"tierlab-{monitor}")
+                                           name=f"tierlab-{monitor}", **extra)
         try:
             self.margin = float(margin)
         except ValueError:

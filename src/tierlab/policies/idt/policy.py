@@ -1,26 +1,47 @@
 """`idt` and its ablations: IDT's demotion, ARP/PRP promotion and misplaced-region
-promotion (HPDC'24; ALGORITHMS.md "IDT"), on IDT's region monitor or plain DAMON.
+promotion (HPDC'24 and its slides; public code scale-snu/IDT, mm/damon/idt*.c), on IDT's
+region monitor or plain DAMON.
 
 Every **sampling interval** (10 ms; IDT's public code promotes in its sampling path), on
 IDT's monitor (`idt-regions`, `subscribe_sample`):
 
-- **ARP**: a region IDT demoted that is seen accessed in this interval (either sampled
-  page) is promoted whole to the top node if that keeps the top node's free memory >=
-  `accept_free` (1%, the critical watermark's check), and charged to the decision that
-  demoted it; then **PRP** promotes its nearest neighbour (k = 1) among regions on lower
-  nodes within `prp_window` (1 GiB) of address, if the distance is under `prp_thres`.
-  Distance (the slides: "Normalized(vaddr distance) + Normalized(access_history
-  distance)") = address gap / prp_window + Hamming(histories) / history bits: each term
-  in [0, 1], the sum in [0, 2]; `prp_thres` (default 0.25) is on that same scale: a
-  neighbour a quarter window away with the same history, or adjacent with a quarter of
-  its history bits different. `prp_rule=fixed` (the default) keeps the threshold;
-  `prp_rule=public` is the public code's rule: it starts at `prp_thres` and tightens to
-  each accepted distance for the rest of the run.
-- slow hits: every accessed region on a lower node that a decision demoted adds its
-  pages to that decision's `slow_hit` (the accesses served by lower tiers as IDT sees
-  them: intervals seen accessed x region pages).
+- **ARP**: any region off the top node that is seen accessed in this interval (either
+  sampled page) is promoted whole to the top node if that keeps the top node's free
+  memory >= `accept_free` (1%, the critical watermark's check), whoever put it there:
+  the public code's `IS_DEMOTED(r)` is `r->nid != IDT_DEFAULT_NODE` (scale-snu/IDT,
+  mm/damon/vaddr.c `__damon_va_check_access`, include/linux/damon.h), so a region
+  kswapd demoted or first touch placed low is promoted on its first sampled access,
+  like one IDT demoted (`arp=all`, the default; `arp=demoted` promotes only the regions
+  IDT demoted). A region IDT demoted is charged to the decision that demoted it.
+- **PRP** then looks for the ARP region's nearest neighbour (k = 1) among **all**
+  regions within `prp_window` (1 GiB) of address, whatever their node; if that
+  neighbour already sits on a node at or above the ARP region's (now the top node),
+  PRP does nothing (mm/damon/idt-promote.c `idt_promote_prp`, "don't promote if
+  searched region is in upper tier"); otherwise it promotes the neighbour if its
+  distance passes the threshold. Two rules, each distance on the scale of its own
+  threshold:
+  - `prp_rule=public` (the default; the paper gives no threshold, so the public code
+    is the rule): for each candidate, v = address gap in units of prp_window / 100
+    (the code's 10 MB, candidates up to 100 units) and a = Hamming distance of the
+    whole history buffers; with the candidates' integer means m_v, m_a and variances
+    s_v, s_a (each + 1, as the code guards zero), the distance is s_v (a - m_a)^2 +
+    s_a (v - m_v)^2, the slides' "Normalized(vaddr distance) + Normalized(access_history
+    distance)" on the code's variance-weighted squared scale (deviations from the
+    candidates' means, as the code computes them). The neighbour is promoted if its
+    distance is <= `prp_thres` (5, the code's `idt_prp_min_dist`), which then becomes
+    that distance for the rest of the run (the code tightens it before it checks room).
+  - `prp_rule=sum`: address gap / prp_window (capped at 1) + Hamming(histories) /
+    history bits, in [0, 2], promoted if under `prp_thres` (0.25): a neighbour a
+    quarter window away with the same history, or adjacent with a quarter of its bits
+    different. That threshold is tierlab's choice, not a source's.
+- slow hits: every accessed region on a lower node adds its pages to `slow_hit` (the
+  accesses served by lower tiers as IDT sees them: intervals seen accessed x region
+  pages); those IDT demoted add them to the decision that demoted them.
 
-On plain DAMON (`idt-damon`) no sample is seen, and ARP runs once per aggregation on
+IDT's monitor runs with IDT's age rule and 1,024-sample histories (`age_rule=idt`,
+`history_bits=1024`, passed to `idt-regions`; `age_rule=damon` and `history_bits=64`
+restore DAMON's age rule and the earlier length). On plain DAMON (`idt-damon`, DAMON's
+age rule, no history) no sample is seen, and ARP runs once per aggregation on
 nr_accesses > 0 instead.
 
 Every **aggregation interval** (1 s), in this order:
@@ -33,7 +54,7 @@ Every **aggregation interval** (1 s), in this order:
    the node's regions and age >= age_thres. Aggressive (`aggressive=paper`, the
    slide): nr_accesses < (min + max) / 2 (strict) and age >= age_thres;
    `aggressive=public` (the earlier rule here): nr_accesses <= (min + max) // 2, age
-   ignored. The slide writes age > age_thres (`age_cmp=gt`); as age_thres is itself
+   ignored (the public code's `__idt_demote`). The slide writes age > age_thres (`age_cmp=gt`); as age_thres is itself
    one of the eligible ages (q2, q3 or max), the strict test demotes nothing whenever
    those ages are equal, which is the usual state of idle regions (DAMON's age rule
    ages them in lockstep: on `gups:hotset` every pass of the first minutes), so
@@ -41,8 +62,15 @@ Every **aggregation interval** (1 s), in this order:
    agent sees (min, q1, q2, q3, max) of the ages of the regions at or below the
    access threshold and picks age_thres = q2, q3 or max. Chosen regions are
    demoted whole, coldest then oldest first, to the first node down the path with free
-   >= 1% after the move. An aggressive node that demoted nothing demotes its coldest
-   regions regardless of age until free is back at demote_wmark.
+   >= 1% after the move (the public code demotes when `r->age >= idt_age_thres`,
+   mm/damon/idt.c `__idt_demote`). An aggressive node that demoted nothing in the pass
+   demotes **every** one of its regions, in address order, as far as the nodes below
+   have room (`fallback=all`, the default: idt.c `idt_demote`, "Try demote all
+   regions"; the code sums demoted pages by each region's node after the move, so its
+   test never sees the demoting node's own pages and the fallback follows every
+   aggressive pass: tierlab follows the intent, a pass that demoted nothing).
+   `fallback=bounded` demotes the coldest regions regardless of age only until free is
+   back at demote_wmark.
 3. **Rewards**: before a node's new decision, its previous one gets (`reward=paper`,
    the slides' r(t) = log(demoted_pages(t) / slow_hit(t))) ln((demoted + 1) /
    (slow_hit + 1)), the +1s guarding log 0; or (`reward=public`) ln((demoted + 1) /
@@ -51,12 +79,17 @@ Every **aggregation interval** (1 s), in this order:
    promotions of exactly those pages until the node's next decision (pages carry the
    demoting node and decision). `gamma` is the agent's discount (0.9; the paper reports
    gamma > 0 above gamma = 0).
-4. **Misplaced regions** (on a lower node, accessed, not demoted by IDT: allocated
-   there, or demoted by kswapd) go to the highest node with room.
+4. **Misplaced regions** (on a lower node, accessed in the aggregation, not demoted by
+   IDT: allocated there, or demoted by kswapd) go to the highest node with room. With
+   ARP on every region off the top node (`arp=all`), this pass acts only where ARP
+   could not: when the top node is full and a middle node has room (the public code's
+   `idt_correct_region` looks for "most upper node with enough space", but runs only
+   from ARP, once the top node has accepted the region). On plain DAMON it follows
+   the aggregation's ARP.
 
 Moved regions get age and nr_accesses reset (the monitor's `reset_after_move`).
 
-Assumptions (the paper and ALGORITHMS.md are silent): a region's node is the node of its
+Assumptions (the paper and the public code are silent): a region's node is the node of its
 middle page (IDT's monitor keeps regions single-node; plain DAMON may not, and then the
 whole region moves); which pages IDT demoted, and in which decision, is kept as two
 bytes per page, so ARP and the rewards survive merges and splits; with plain DAMON (no
@@ -70,15 +103,22 @@ import numpy as np
 
 from ...engine.memory import UNALLOC
 from ...errors import TierlabError
-from ...kernels import fill_ranges, seen_demoted
+from ...kernels import fill_ranges, seen_below
 from ...monitors.base import MONITORS
-from ...monitors.damon import hamming
-from ...monitors.idt_regions import HISTORY_RULES
+from ...monitors.idt_regions import HISTORY_RULES, history_distance
 from ...units import parse_size
 from ...workloads._common import parse_choice, parse_number
 from ..base import POLICIES, Policy
 from .agent import ACTIONS, REWARDS, PPOAgent, age_thres_for, reward, reward_paper, state_of
 
+
+PRP_RULES = ("public", "sum")
+#: each PRP rule's threshold, on its own distance's scale: the public code's
+#: `idt_prp_min_dist` (5), and tierlab's choice on the [0, 2] scale of `sum`
+PRP_THRES = {"public": 5.0, "sum": 0.25}
+#: PRP's address unit is the window / PRP_UNITS (the public code: 10 MB units,
+#: candidates up to 100 of them, about 1 GB)
+PRP_UNITS = 100
 
 #: the agent pre-trained by scripts/pretrain_idt.py on GUPS uniform / hot set / moving
 SHIPPED_WEIGHTS = Path(__file__).resolve().parents[2] / "data" / "idt" / "ppo_gups.npz"
@@ -116,8 +156,9 @@ class IDT(Policy):
 
     def __init__(self, monitor=None, demote_wmark="10%", critical_wmark="1%",
                  accept_free="1%", age_thres=None, prp=None, prp_window="1GiB",
-                 prp_thres=0.25, prp_rule="fixed", aggressive="paper", reward="paper",
+                 prp_thres=None, prp_rule="public", aggressive="paper", reward="paper",
                  gamma=0.9, age_cmp="ge", sample="10ms", aggr="1s", history="sample",
+                 history_bits=1024, age_rule="idt", arp="all", fallback="all",
                  weights="shipped", learn="on", explore=0.05, seed=0, explain=None):
         prp = self.default_prp if prp is None else prp
         age_thres = self.default_age_thres if age_thres is None else age_thres
@@ -126,9 +167,9 @@ class IDT(Policy):
                          age_thres=age_thres, prp=prp, prp_window=prp_window,
                          prp_thres=prp_thres, prp_rule=prp_rule, aggressive=aggressive,
                          reward=reward, gamma=gamma, age_cmp=age_cmp, sample=sample,
-                         aggr=aggr,
-                         history=history, weights=weights, learn=learn, explore=explore,
-                         seed=seed)
+                         aggr=aggr, history=history, history_bits=history_bits,
+                         age_rule=age_rule, arp=arp, fallback=fallback,
+                         weights=weights, learn=learn, explore=explore, seed=seed)
         self.monitor_name = monitor or self.default_monitor
         self.demote_wmark = _fraction(demote_wmark, "demote_wmark")
         self.critical_wmark = _fraction(critical_wmark, "critical_wmark")
@@ -139,14 +180,20 @@ class IDT(Policy):
         self.fixed_age_thres = None if age_thres in (None, "") else int(age_thres)
         self.use_prp = str(prp).lower() not in ("0", "off", "no", "false")
         self.prp_window_bytes = parse_size(prp_window, "idt prp_window")
-        self.prp_thres0 = parse_number(prp_thres, "idt prp_thres", lo=0.0, hi=2.0)
-        self.prp_rule = parse_choice(prp_rule, "idt prp_rule", ("fixed", "public"))
+        self.prp_rule = parse_choice(prp_rule, "idt prp_rule", PRP_RULES)
+        if prp_thres in (None, ""):
+            prp_thres = PRP_THRES[self.prp_rule]
+        self.prp_thres0 = parse_number(prp_thres, "idt prp_thres", lo=0.0,
+                                       hi=2.0 if self.prp_rule == "sum" else None)
+        self.arp_all = parse_choice(arp, "idt arp", ("all", "demoted")) == "all"
+        self.fallback = parse_choice(fallback, "idt fallback", ("all", "bounded"))
         self.aggressive = parse_choice(aggressive, "idt aggressive", ("paper", "public"))
         self.reward_rule = parse_choice(reward, "idt reward", REWARDS)
         self.gamma = parse_number(gamma, "idt gamma", lo=0.0, hi=1.0)
         self.age_cmp = parse_choice(age_cmp, "idt age_cmp", ("ge", "gt"))
         self.sample, self.aggr = sample, aggr
         self.history = parse_choice(history, "idt history", HISTORY_RULES)
+        self.history_bits, self.age_rule = history_bits, age_rule
         self.weights = weights
         self.learn = str(learn).lower() not in ("0", "off", "no", "false")
         self.explore = float(explore)
@@ -175,7 +222,8 @@ class IDT(Policy):
                                    name="idt-damon")
         if name == "idt-regions":
             return MONITORS.create("idt-regions", sample=self.sample, aggr=self.aggr,
-                                   history=self.history)
+                                   history=self.history, history_bits=self.history_bits,
+                                   age_rule=self.age_rule)
         return MONITORS.create(name)
 
     def attach(self, sim):
@@ -207,6 +255,10 @@ class IDT(Policy):
         self.demoted_in = np.zeros(mem.npages, dtype=np.uint8)
         self.prp_thres = self.prp_thres0
         self.prp_window = max(int(sim.scaled_bytes(self.prp_window_bytes)) // 4096, 1)
+        self.prp_unit = max(self.prp_window // PRP_UNITS, 1)
+        #: each node's place on the demotion path (0 = top); unallocated ranks as top
+        self.rank = np.zeros(256, dtype=np.int64)
+        self.rank[self.path] = np.arange(len(self.path))
         self._decision = {n: 0 for n in self.path}  # node -> its decision number
         self._cons = {}  # (node, decision mod 256) -> [demoted, slow_hit, promoted]
         self._prp_events = np.zeros((0, 3))  # start, end, time promoted
@@ -270,9 +322,9 @@ class IDT(Policy):
     # -- every sampling interval (IDT's monitor) -----------------------------------
     def _on_sample(self, mon, now: float, acc) -> None:
         regs = mon.regions
-        j, by, dec = seen_demoted(np.asarray(acc, dtype=bool), regs.start, regs.end,
-                                  self.sim.mem.node, self.top, self.demoted_by,
-                                  self.demoted_in)
+        j, by, dec = seen_below(np.asarray(acc, dtype=bool), regs.start, regs.end,
+                                self.sim.mem.node, self.top, self.demoted_by,
+                                self.demoted_in, not self.arp_all)
         if j.size:
             size = regs.end[j] - regs.start[j]
             self.counts["slow_hit"] += int(size.sum())
@@ -293,7 +345,7 @@ class IDT(Policy):
         self._resolve_prp(regs, nr, now - mon.aggr_interval)
         if not self.arp_per_sample:  # plain DAMON: slow hits seen per aggregation
             lower = (node != self.top) & (node != UNALLOC) & (nr > 0)
-            j = np.flatnonzero(lower & (self.demoted_by[mid] > 0))
+            j = np.flatnonzero(lower)
             pages = (regs.end[j] - regs.start[j]) * nr[j]
             self.counts["slow_hit"] += int(pages.sum())
             self._consequence(self.demoted_by[mid[j]], self.demoted_in[mid[j]], 1, pages)
@@ -308,7 +360,7 @@ class IDT(Policy):
         cand = np.flatnonzero(lower)
         by = self.demoted_by[mid[cand]]
         if not self.arp_per_sample:
-            arp = cand[by > 0]
+            arp = cand if self.arp_all else cand[by > 0]
             self._arp(arp[np.argsort(-nr[arp], kind="stable")], regs, node)
             node = mem.node[mid].astype(np.int64)
         mis = cand[(by == 0) & (node[cand] != self.top)]
@@ -328,7 +380,7 @@ class IDT(Policy):
             reward_paper(demoted, slow_hit)
 
     def _demote_node(self, n, regs, node, nr, age, entry) -> np.ndarray:
-        """One demotion pass over node n (ALGORITHMS.md, IDT "Demotion"); returns the
+        """One demotion pass over node n (the module docstring, 2.); returns the
         regions demoted."""
         mem = self.sim.mem
         free = self._free_frac(n)
@@ -375,10 +427,13 @@ class IDT(Policy):
         order = np.lexsort((-age[pick], nr[pick]))  # coldest, then oldest, first
         moved, done = self._demote(pick[order], regs, n)
         if aggressive and moved == 0:
-            need = int(self.demote_wmark * mem.capacity[n] - mem.free[n])
-            rest = mine[np.lexsort((-age[mine], nr[mine]))]
-            sizes = (regs.end - regs.start)[rest]
-            rest = rest[np.cumsum(sizes) - sizes < max(need, 1)]
+            if self.fallback == "all":  # every region of the node, in address order
+                rest = mine
+            else:  # the coldest, until free is back at demote_wmark
+                need = int(self.demote_wmark * mem.capacity[n] - mem.free[n])
+                rest = mine[np.lexsort((-age[mine], nr[mine]))]
+                sizes = (regs.end - regs.start)[rest]
+                rest = rest[np.cumsum(sizes) - sizes < max(need, 1)]
             moved, done = self._demote(rest, regs, n)
             self.counts["fallback"] += 1
         if entry is not None:
@@ -422,9 +477,9 @@ class IDT(Policy):
         return moved_total, done
 
     def _arp(self, arp, regs, node=None) -> None:
-        """ARP: promote regions `arp` (IDT demoted them; now seen accessed) whole to the
-        top node while it keeps free >= accept_free, charging each to the decision that
-        demoted it; PRP after each. It stops at the first region larger than the top
+        """ARP: promote regions `arp` (off the top node, now seen accessed) whole to the
+        top node while it keeps free >= accept_free, charging each that IDT demoted to
+        the decision that demoted it; PRP after each. It stops at the first region larger than the top
         node's room, and the room only shrinks meanwhile (its moves and PRP's go to the
         top node), so the candidates from the first one larger than the room now are
         cut first (thousands a sample at bench_scale, most past it). `node`: each
@@ -477,38 +532,60 @@ class IDT(Policy):
                 room[int(node[j])] = self._room(int(node[j]))
                 best = max(room[d] for d in self.path[:-1])
 
+    def _prp_near(self, j, regs) -> np.ndarray:
+        """PRP's candidates for region j: every other region less than PRP_UNITS + 1
+        address units away (the public code's `dist > 100` test), whatever its node."""
+        u = self.prp_unit
+        reach = (PRP_UNITS + 1) * u
+        lo = np.searchsorted(regs.end, regs.start[j] - reach, side="right")
+        hi = np.searchsorted(regs.start, regs.end[j] + reach, side="left")
+        near = np.arange(lo, hi)
+        return near[near != j]
+
     def prp_distance(self, j, near, regs) -> np.ndarray:
-        """PRP's distance of regions `near` to region j, in [0, 2]: address gap /
-        prp_window + Hamming(histories) / history bits (the history term is absent
-        without a history, on plain DAMON)."""
-        gap = np.maximum(regs.start[near] - regs.end[j], regs.start[j] - regs.end[near])
-        d = np.minimum(np.maximum(gap, 0) / self.prp_window, 1.0)
+        """PRP's distance of regions `near` to region j, on the scale of the rule's
+        threshold (the module docstring): `public`, the code's variance-weighted squared
+        deviations (integers); `sum`, address gap / prp_window + Hamming / history bits
+        in [0, 2]. Without a history (plain DAMON) the history term is zero."""
+        gap = np.maximum(np.maximum(regs.start[near] - regs.end[j],
+                                    regs.start[j] - regs.end[near]), 0)
         hist = self._history(regs)
-        if hist is not None:
-            bits = getattr(self.monitor, "history_bits", 64)
-            d = d + hamming(hist[near], hist[j]) / bits
-        return d
+        a = history_distance(hist[near], hist[j]) if hist is not None else \
+            np.zeros(near.shape[0], dtype=np.int64)
+        if self.prp_rule == "sum":
+            d = np.minimum(gap / self.prp_window, 1.0)
+            if hist is not None:
+                d = d + a / getattr(self.monitor, "history_bits", 64)
+            return d
+        v = gap // self.prp_unit
+        n = max(near.shape[0], 1)
+        ma, mv = a.sum() // n + 1, v.sum() // n + 1
+        sa, sv = ((a - ma) ** 2).sum() // n + 1, ((v - mv) ** 2).sum() // n + 1
+        return sv * (a - ma) ** 2 + sa * (v - mv) ** 2
 
     def _prp(self, j, regs, node) -> None:
-        """PRP: 1-NN of region j among lower-node regions within the window."""
-        w = self.prp_window
-        lo = np.searchsorted(regs.end, regs.start[j] - w, side="right")
-        hi = np.searchsorted(regs.start, regs.end[j] + w, side="left")
-        near = np.arange(lo, hi)
-        near = near[(near != j) & (node[near] != self.top) & (node[near] != UNALLOC)]
+        """PRP: the nearest region to j (k = 1) among all within the window; nothing if
+        it sits at or above j's node, else promoted if its distance passes the rule's
+        threshold (`public`: <= the running threshold, which it then becomes)."""
+        near = self._prp_near(j, regs)
         if near.size == 0:
             return
         d = self.prp_distance(j, near, regs)
         k = int(np.argmin(d))
-        if d[k] >= self.prp_thres:
-            return
         c = near[k]
+        nc = int(node[c])
+        if nc == UNALLOC or self.rank[nc] <= self.rank[int(node[j])]:
+            return  # "don't promote if searched region is in upper tier"
+        if self.prp_rule == "public":
+            if d[k] > self.prp_thres:
+                return
+            self.prp_thres = float(d[k])
+        elif d[k] >= self.prp_thres:
+            return
         if self._room(self.top) < regs.end[c] - regs.start[c]:
             return
         if self._move([c], regs, self.top, "idt-prp")[0]:
             node[c] = self.top
-            if self.prp_rule == "public":
-                self.prp_thres = float(d[k])
             self.demoted_by[regs.start[c]:regs.end[c]] = 0
             self.counts["prp"] += 1
             self._prp_log.append([int(regs.start[c]), int(regs.end[c])])
