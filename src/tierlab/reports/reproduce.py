@@ -1,10 +1,11 @@
 """`tierlab reproduce NAME --out DIR`: a paper's evaluation in the simulator, as a
 Markdown report with PNG figures and the run records (results.json).
 
-`idt` (HPDC'24, ALGORITHMS.md "IDT"): on `optane-4tier`, the workload suite under
-every baseline and IDT, speedups normalised to `autonuma` with a geomean row; the
-ablations (RL against fixed thresholds, PRP on/off with PRP accuracy, IDT's monitor
-against plain DAMON); and a 2-tier run. Each section states the paper's number next to
+`idt` (HPDC'24; docs/idt.md): on `optane-4tier`, the workload suite under every
+baseline and IDT, speedups normalised to `autonuma` with a geomean row; the ablations
+(RL against fixed thresholds, PRP on/off with PRP accuracy, IDT's monitor against plain
+DAMON, and each public-code rule against the option that restores the earlier one);
+and a 2-tier run. Each section states the paper's number next to
 the simulator's.
 """
 from __future__ import annotations
@@ -25,12 +26,21 @@ from .tables import geomean_speedups
 
 IDT_BASELINES = ["autonuma", "autonuma-tiering", "autonuma-tiering-mglru", "tpp",
                  "tiering-0.8", "autotiering", "multi-clock", "damon-tiering"]
-#: the public code's PRP threshold (tightens to each accepted distance for the run)
-PRP_PUBLIC = "idt:prp_rule=public"
+#: PRP on the normalised-sum distance with a fixed threshold (the default is the public
+#: code's distance and running threshold)
+PRP_SUM = "idt:prp_rule=sum"
 #: the agent without discount (the paper: gamma > 0 beats gamma = 0)
 GAMMA0 = "idt:gamma=0"
+#: each rule IDT follows from its public code, against the option restoring the rule
+#: tierlab used before: DAMON's age rule, 64 history bits, ARP of IDT's demotions only,
+#: the bounded aggressive fallback (and PRP_SUM)
+IDT_RULE_OPTIONS = {"idt:age_rule=damon": "age reset only past max_nr_accesses / 10",
+                    "idt:history_bits=64": "64 history bits instead of 1,024",
+                    "idt:arp=demoted": "ARP only of regions IDT demoted",
+                    "idt:fallback=bounded": "aggressive fallback only to demote_wmark",
+                    PRP_SUM: "PRP on the normalised sum, fixed threshold 0.25"}
 IDT_ABLATIONS = ["idt", "idt-static-q2", "idt-static-q3", "idt-static-max", "idt-norl",
-                 GAMMA0, "idt-noprp", PRP_PUBLIC, "idt-damon"]
+                 GAMMA0, "idt-noprp", "idt-damon", *IDT_RULE_OPTIONS]
 
 
 def md_matrix(records: list[dict], policies: list[str], fmt=lambda r: "") -> str:
@@ -79,7 +89,7 @@ def reproduce_idt(out: Path, scale: float, workloads: list[str], jobs: int | Non
     gm = {k[2]: v for k, v in geomean_speedups(main).items()}
     gm2 = {k[2]: v for k, v in geomean_speedups(two).items()}
     best = max((p for p in IDT_BASELINES if p in gm), key=gm.get)
-    prp = [r for r in abl if r["policy"] in ("idt", "idt-damon", PRP_PUBLIC)]
+    prp = [r for r in abl if r["policy"] in ("idt", "idt-damon", PRP_SUM)]
     prp_rows = "\n".join(
         f"| {r['workload']} | {r['policy']} | {r['policy_stats'].get('arp', 0)} | "
         f"{r['policy_stats'].get('prp', 0)} | "
@@ -111,7 +121,7 @@ def reproduce_idt(out: Path, scale: float, workloads: list[str], jobs: int | Non
 | IDT's monitor pays off end to end: `idt` vs `idt-damon` | (IDT's design) | {g['idt']:.2f}x vs {g['idt-damon']:.2f}x |
 | RL beats every static threshold: `idt` vs the best of q2/q3/max/age 10 | yes | {g['idt']:.2f}x vs {g[best_static]:.2f}x (`{best_static}`) |
 | gamma > 0 beats gamma = 0 | yes | {g['idt']:.2f}x (0.9) vs {g[GAMMA0]:.2f}x (0) |
-| PRP fires and is accurate | accuracy high | {sum(nprp)} PRP promotions over {len(nprp)} runs, accuracy {mean(acc):.2f} (mean over runs) |
+| PRP fires and is accurate | accuracy high | {sum(nprp)} PRP promotions over {len(nprp)} runs, {f"accuracy {mean(acc):.2f} (mean over the {len(acc)} runs with one resolved)" if acc else "none resolved"} |
 | IDT beats IDT without PRP | yes | {g['idt']:.2f}x vs {g['idt-noprp']:.2f}x |
 | IDT over AutoNUMA balancing | 2.08x (mean) | {gm.get('idt', float('nan')):.2f}x (geomean) |
 | IDT over the best baseline | +11.2% (AutoNUMA tiering + MGLRU) | {100 * (gm.get('idt', float('nan')) / gm[best] - 1):+.1f}% (`{best}`) |
@@ -152,10 +162,18 @@ RL against fixed thresholds (geomean over the workloads): `idt` {g['idt']:.2f}x,
 `idt-static-max` {g['idt-static-max']:.2f}x, `idt-norl` (age_thres 10)
 {g['idt-norl']:.2f}x; without discount (`{GAMMA0}`) {g[GAMMA0]:.2f}x.
 
+The public code's rules against the options that restore the rules tierlab used before
+(geomean over the workloads; `idt` {g['idt']:.2f}x):
+
+| option | earlier rule | geomean |
+|---|---|---:|
+{chr(10).join(f"| `{p}` | {why} | {g[p]:.2f}x |" for p, why in IDT_RULE_OPTIONS.items())}
+
 PRP (accuracy = share of PRP-promoted regions seen accessed in the aggregation after
-their promotion; `{PRP_PUBLIC}` is the public code's threshold, tightened to each
-accepted distance for the rest of the run; geomean {g[PRP_PUBLIC]:.2f}x, `idt-noprp`
-{g['idt-noprp']:.2f}x):
+their promotion; `idt` runs the public code's distance and its threshold, 5 on that
+distance's scale and tightened to each accepted distance for the rest of the run;
+`{PRP_SUM}` a fixed threshold on the normalised sum, geomean {g[PRP_SUM]:.2f}x;
+`idt-noprp` {g['idt-noprp']:.2f}x):
 
 | workload | policy | ARP regions | PRP regions | PRP accuracy |
 |---|---|---:|---:|---:|
@@ -163,7 +181,7 @@ accepted distance for the rest of the run; geomean {g[PRP_PUBLIC]:.2f}x, `idt-no
 
 Merge quality: the mean normalised Hamming distance between the access histories of
 regions merged together (each absorbed region against its run's first). IDT's monitor
-is measured on its own history (one bit per sampling interval, the last 64) and, to
+is measured on its own history (one bit per sampling interval, the last 1,024) and, to
 compare with plain DAMON under the same policy, on a measurement-only history of one
 bit per aggregation (nr_accesses > 0, the last 64), the one DAMON keeps.
 
