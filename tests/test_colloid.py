@@ -1,5 +1,7 @@
-"""Colloid (SOSP'24) on HeMem: the latency view, the target shift, the pair choice, and
-the paper's shape: no harm unloaded, a gain once an antagonist loads the default tier."""
+"""Colloid (SOSP'24) on HeMem and on upstream Linux tiering: the latency view, the target
+shift, the pair choice, the artifact's rules (HeMem's load-only samples at 5003; mode 6's
+hotness by hint-fault latency alone), and the paper's shape: no harm unloaded, a gain
+once an antagonist loads the default tier."""
 from __future__ import annotations
 
 import numpy as np
@@ -62,17 +64,62 @@ def test_colloid_balances_loaded_latency_under_an_antagonist():
         assert r["migrated_bytes"] <= 20 * r["footprint_bytes"]
 
 
-def test_colloid_tpp_is_tpp_unloaded_and_demotes_hot_pages_under_load():
-    """The artifact's TPP integration is on/off: no antagonist, L_D < L_A and it is TPP
-    exactly; with the default tier loaded it refuses promotions and demotes hot
+def test_colloid_tpp_is_upstream_tiering_unloaded_and_demotes_hot_pages_under_load():
+    """The artifact's "TPP" is Linux 6.3 memory tiering (numa_balancing=2); Colloid
+    (mode 6) is on/off: no antagonist, L_D < L_A, it never turns on and promotes as
+    tiering does; with the default tier loaded it refuses promotions and demotes hot
     default-tier pages until the loaded latencies meet."""
-    tpp0, col0 = _run("tpp", None), _run("colloid-tpp", None)
-    assert col0["throughput"] == pytest.approx(tpp0["throughput"], rel=1e-9)
+    base0, col0 = _run("autonuma-tiering", None), _run("colloid-tpp", None)
     assert col0["policy_stats"]["colloid_on_polls"] == 0
-    tpp3, col3 = _run("tpp", "75%"), _run("colloid-tpp", "75%")
+    assert col0["tier_access_share"]["dram"] > 0.9 * base0["tier_access_share"]["dram"]
+    base3, col3 = _run("autonuma-tiering", "75%"), _run("colloid-tpp", "75%")
     assert col3["policy_stats"]["colloid_demoted"] > 0
-    assert col3["tier_access_share"]["dram"] < tpp3["tier_access_share"]["dram"]
-    assert col3["throughput"] > 1.2 * tpp3["throughput"]
+    assert col3["tier_access_share"]["dram"] < base3["tier_access_share"]["dram"]
+    assert col3["throughput"] > 1.2 * base3["throughput"]
+
+
+def test_colloid_tpp_hotness_is_hint_fault_latency_alone():
+    """Mode 6 (no NORMAL bit): a faulting default-tier page is hot when its hint-fault
+    latency is under the hot threshold; the active LRU does not count (fair.c
+    `numa_migrate_memory_away_target`). Of an active page faulting late and an
+    inactive one faulting early, only the second is demoted; no slow page promotes."""
+    from test_engine import small_machine
+    from conftest import HotCold
+    from tierlab.engine import Simulation
+    from tierlab.policies import ALLOCS, POLICIES
+    sim = Simulation(small_machine(), HotCold(n=2048, hot=256, work=1e9),
+                     POLICIES.create("colloid-tpp"), ALLOCS.create("dram-preferred"))
+    pol = sim.policy
+    pol.attach(sim)
+    sim.mem.place_range(0, 1000, 0)
+    sim.mem.place_range(1000, 1100, 1)
+    pol.view.update = lambda: None
+    pol.view.state = lambda: (300.0, 200.0, 0.9)  # L_D > L_A: Colloid on
+    sim.lru.activate(np.array([10]))
+    assert sim.lru.is_active(np.array([10, 20])).tolist() == [True, False]
+    th = pol.threshold()
+    pages = np.array([10, 20, 1050])
+    pol.on_faults(pages, np.array([1.0, 1.0, 1.0]), np.array([2 * th, th / 10, th / 10]),
+                  1.0)
+    assert sim.mem.node[pages].tolist() == [0, 1, 1]
+    assert pol.colloid_on and pol.demoted_hot == 1 and pol.promoted == 0
+
+
+def test_colloid_hemem_samples_loads_only_at_the_artifacts_period():
+    """Colloid's HeMem fork samples the two load events at period 5003 and no stores
+    (src/pebs.h); its counts hold no store sample, where HeMem's do."""
+    from tierlab.policies import POLICIES
+    col, hem = POLICIES.create("colloid-hemem"), POLICIES.create("hemem")
+    assert col.period == {"fast_load": 5003, "slow_load": 5003, "store": 10007}
+    assert not col.count_stores and hem.count_stores and hem.period["fast_load"] == 10007
+    got = {}
+    for p in ("hemem", "colloid-hemem"):
+        sim = tierlab.api.simulation("dram-cxl", "gups:hotset,size=8GiB,hot=1GiB", p,
+                                     scale=1 / 64)
+        sim.run()
+        got[p] = int(sim.policy.writes.sum()), int(sim.policy.reads.sum())
+    assert got["colloid-hemem"][0] == 0 and got["colloid-hemem"][1] > 0
+    assert got["hemem"][0] > 0
 
 
 def _pick_pairs_brute(p_src, p_dst, free_slots, dp, most):
@@ -154,3 +201,22 @@ def test_pairs_from_hemem_counts_sorted_as_counted(nh, maxc, down, free, dp, mos
     got = [(src[i], -1 if j < 0 else dst[j]) for i, j in pick_pairs(
         p_src, p_dst, free, dp, most, order=(src_up, np.arange(len(p_dst))))]
     assert got == want
+
+
+@pytest.mark.parametrize("scale", [1.0, 1 / 8, 1 / 64])
+def test_a_miniature_swaps_its_share_of_the_artifacts_pairs(scale):
+    """The artifact's loop swaps pairs while under its byte limit, so at least one a
+    loop (pebs.c): ceil(limit / 4 MiB) pairs. A 1/F miniature swaps 1/F of them, the
+    fraction of a pair carried from loop to loop: 64 loops of a 1.7 MB limit are 64
+    pairs at full scale, 8 at 1/8 and 1 at 1/64; 10 MB a loop is 3 pairs a loop."""
+    from tierlab.policies import POLICIES
+    pol = POLICIES.create("colloid-hemem")
+    pol.sim = type("S", (), {"scaled_bytes": staticmethod(lambda b: b * scale)})()
+    pol.view = type("V", (), {})()
+    for mb, pairs in ((1.7, 1), (10.0, 3)):
+        pol._credit = 0.0
+        pol.view.traffic = mb * 1e6 * scale / 64 / 0.5  # dp x traffic x 64 B = mb (full)
+        got = sum(pol._pairs_allowed(0.5) for _ in range(64))
+        assert got == round(64 * pairs * scale)
+    pol.view.traffic = 0.0
+    assert pol._pairs_allowed(0.5) == 0

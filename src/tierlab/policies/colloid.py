@@ -1,6 +1,7 @@
-"""`colloid-hemem`: Colloid (Vuppalapati and Agarwal, "Tiered Memory Management: Access
-Latency is the Key!", SOSP'24) on HeMem, from ALGORITHMS.md ("Colloid"; the shipped
-HeMem artifact, webglider/hemem@1b442e5, src/pebs.c).
+"""`colloid-hemem` and `colloid-tpp`: Colloid (Vuppalapati and Agarwal, "Tiered Memory
+Management: Access Latency is the Key!", SOSP'24) on HeMem (the shipped HeMem artifact,
+webglider/hemem@1b442e5, src/pebs.c and src/pebs.h) and on upstream Linux memory tiering
+(host-architecture/colloid, tpp/linux-6.3).
 
 Principle: place pages so the tiers' *loaded* access latencies are equal, not so the
 default tier serves the most accesses.
@@ -18,14 +19,19 @@ Each loop (HeMem's 10 ms policy thread), instead of HeMem's hot/cold promotion:
   / ((1 - p) L_D + p L_A); L_D > L_A shifts access probability to A (hot pages move
   down), L_D < L_A toward D (hot pages move up);
 - byte limit per loop (`COLLOID_DYNAMIC_LIMIT`): min(`limit` = 100 MB, dp x the loop's
-  traffic (I_D + I_A) x 64 B), `limit` scaled in miniatures; at least one pair a loop;
+  traffic (I_D + I_A) x 64 B); the loop swaps pairs while under it, so at least one a
+  loop; a miniature moves its share of those bytes (`_pairs_allowed`);
 - page choice (`SCAN_AND_SORT`): a 2 MiB page's share p_i = its decayed PEBS count /
   the total; repeatedly take the pair (i in the higher-latency tier, j in the other)
   with the largest p_i - p_j in (0, remaining dp] and swap them; a free frame in the
   lower-latency tier is a partner of share 0. A zero-count page of A is never promoted
   and a zero-count page of D is not demoted while D has a free frame (the pair rule
   already excludes both: p_i - p_j must be > 0).
-HeMem's sampling, counts and cooling stay as in `hemem`. While one tier serves no reads
+Sampling as Colloid's HeMem fork does it (src/pebs.h, src/pebs.c): loads only (the
+local and remote DRAM load events) at period 5003, where `hemem` samples stores too at
+10007; store draws remain only for the write-protection stall (`hemem` `stores=stall`;
+`period=10007,stores=count` restores HeMem's sampling). HeMem's hot rule (8 samples)
+and cooling (at 18) are the fork's too. While one tier serves no reads
 (p = 0 or 1, where the shift is 0 and a latency cannot be measured, e.g. every page
 allocated in the alternate tier) HeMem's own promotion runs (an assumption: the
 artifact's HeMem allocates in the default tier first, so it never starts there).
@@ -36,6 +42,8 @@ the closed form above.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import kernels
@@ -43,10 +51,13 @@ from ..engine.memory import UNALLOC
 from ..units import PAGE, parse_duration, parse_size
 from ..workloads._common import parse_choice, parse_number
 from .base import POLICIES
+from .autonuma import AutoNumaTiering, fault_migrate, migrate_room
 from .hemem import DRAM, HP, MAX_SHIFT, NONE, NVM, HeMem
-from .tpp import Tpp
 
 ACCESS_BYTES = 64
+#: Colloid's HeMem samples loads at 5003 (src/pebs.h); the store period only sets the
+#: draws that stand for the write rate in the write-protection stall (HeMem's 10007)
+COLLOID_PERIOD = "5003+5003+10007"
 
 
 class LoadedLatency:
@@ -153,6 +164,8 @@ class ColloidHeMem(HeMem):
     equal."""
 
     def __init__(self, rule="closed", alpha=1 / 16, limit="100MB", **hemem):
+        hemem.setdefault("period", COLLOID_PERIOD)
+        hemem.setdefault("stores", "stall")
         super().__init__(**hemem)
         self.params.update(rule=rule, alpha=alpha, limit=limit)
         self.rule = parse_choice(rule, "colloid rule", ("closed", "search"))
@@ -160,6 +173,7 @@ class ColloidHeMem(HeMem):
         self.limit = parse_size(limit, "colloid limit")
         self._search = BinarySearch()
         self._shares = kernels.TierShares()
+        self._credit = 0.0  # bytes of pairs carried between loops (`_pairs_allowed`)
         self.shifts = {"down": 0, "up": 0}
         self.last = None
 
@@ -194,8 +208,9 @@ class ColloidHeMem(HeMem):
             free = sum(max(int(mem.free[n] - mem.wmark_min[n]), 0) for n in self.lower)
         else:
             free = max(int(mem.free[self.top] - mem.wmark_low[self.top]), 0)
-        limit = min(self.sim.scaled_bytes(self.limit), dp * self.view.traffic * ACCESS_BYTES)
-        most = max(int(limit // (2 * HP * PAGE)), 1)  # a pair copies two 2 MiB pages
+        most = self._pairs_allowed(dp)
+        if most == 0:
+            return
         pairs = pick_pairs(p_src, p_dst, free // HP, dp, most,
                            order=(src_up, np.arange(len(p_dst))))
         if not pairs:
@@ -208,6 +223,25 @@ class ColloidHeMem(HeMem):
         else:
             self._apply(moving, partners, now)
 
+    def _pairs_allowed(self, dp: float) -> int:
+        """Pairs this loop may swap. The artifact's loop swaps while the bytes moved
+        are under min(`limit`, dp x traffic x 64 B) (pebs.c, `for (migrated_bytes = 0;
+        migrated_bytes < migrate_limit;)`): ceil(limit / pair) pairs, at least one
+        whenever the limit is positive. A 1/F miniature holds 1/F of the pages, so it
+        moves 1/F of those bytes: a credit carries the fraction of a pair from loop to
+        loop (else its floor of one pair a loop would swap F times the artifact's
+        share of memory); what a loop may not use is lost, as in the artifact."""
+        pair = 2 * HP * PAGE  # a pair copies two 2 MiB pages
+        scale = float(self.sim.scaled_bytes(1.0))
+        limit = min(self.sim.scaled_bytes(self.limit),
+                    dp * self.view.traffic * ACCESS_BYTES) / scale  # full-scale bytes
+        if limit < 1:  # the artifact's limit is a whole number of bytes
+            return 0
+        self._credit += math.ceil(limit / pair) * pair * scale
+        most = int(self._credit // pair)
+        self._credit -= most * pair
+        return most
+
     def stats(self) -> dict:
         out = super().stats()
         out.update(colloid_shifts=dict(self.shifts), colloid_last=self.last)
@@ -215,12 +249,28 @@ class ColloidHeMem(HeMem):
 
 
 @POLICIES.register("colloid-tpp")
-class ColloidTpp(Tpp):
-    """Colloid (SOSP'24) on TPP, the artifact's on/off integration (numa_balancing=6;
-    host-architecture/colloid, tpp/linux-6.3): while the default tier's loaded latency
-    exceeds the alternate tier's, hint faults promote nothing, default-tier pages are
-    scanned too, and a faulting default-tier page that is hot (hint-fault latency under
-    `hot_threshold`, TPP's 1 s, or on the active LRU) is demoted down the path.
+class ColloidTpp(AutoNumaTiering):
+    """Colloid (SOSP'24) on upstream Linux memory tiering, the artifact's on/off
+    integration: its "TPP" is Linux 6.3's `numa_balancing=2` (host-architecture/
+    colloid, tpp/README.md), so the base is `autonuma-tiering`; Colloid is mode 6
+    (tiering bit 2 + Colloid bit 4, without the NORMAL bit 1). Rules (tpp/linux-6.3):
+    - default-tier pages are scanned and stamped with their scan time as the others
+      are, whether Colloid is on or not (mm/mprotect.c `change_pte_range`);
+    - while the default tier's loaded latency exceeds the alternate tier's
+      (`colloid_local_lat_gt_remote`), no hint fault promotes: the free-space test
+      still resets the hot threshold and the threshold still adapts, but the refusal
+      comes before the rate limit, so no candidate is counted
+      (kernel/sched/fair.c `should_numa_migrate_memory`);
+    - meanwhile a faulting default-tier page is demoted to the next node down if it is
+      hot, which in mode 6 means its hint-fault latency is under the hot threshold
+      (the node's adapted `nbp_threshold`, else `hot_threshold`, 1 s); the active-LRU
+      test applies only with the NORMAL bit (fair.c `numa_migrate_memory_away_target`),
+      and the demotion is a misplaced-page migration (mm/memory.c `do_numa_page`,
+      `migrate_misplaced_page`: only into room above the target's high watermark);
+    - with the NORMAL bit off, task_numa_fault counts no fault (fair.c, "NUMA fault
+      stats not necessary when normal NUMA balancing is off"), so task_numa_placement
+      never runs and the scan period stays at task_scan_start, which task_tick_numa
+      sets at the first tick: the scanner's first period, not adapted (`adapt=0`).
 
     Measurement: `LoadedLatency` once per hint-fault poll (50 ms). colloid-mon busy-polls
     the counters with alpha 1/32, a time constant far below a poll, so per poll the
@@ -228,11 +278,12 @@ class ColloidTpp(Tpp):
     timer mode) smooths across polls.
     """
 
-    def __init__(self, alpha=0.5, hot_threshold="1s", **tpp):
-        super().__init__(**tpp)
-        self.params.update(alpha=alpha, hot_threshold=hot_threshold)
+    skip = "none"  #: mode 6 scans every node, the default tier's too
+
+    def __init__(self, alpha=0.5, **tiering):
+        super().__init__(**tiering)
+        self.params.update(alpha=alpha)
         self.alpha = parse_number(alpha, "colloid alpha", lo=0.0, hi=1.0, lo_open=True)
-        self.hot_threshold = parse_duration(hot_threshold, "colloid hot_threshold")
         self.colloid_on = False
         self.on_polls = 0
         self.demoted_hot = 0
@@ -241,32 +292,41 @@ class ColloidTpp(Tpp):
     def attach(self, sim):
         super().attach(sim)
         self.view = LoadedLatency(sim, self.dst, self.alpha)
+        self.scanner.adapt = False
 
-    def may_promote(self) -> bool:
-        return not self.colloid_on
+    def select_promotions(self, pages, times, latency):
+        """`AutoNumaTiering.select_promotions`, or while Colloid is on none: the
+        threshold resets (free space enough) or adapts at the faults' times, and every
+        fault is refused before the rate limit counts it."""
+        if not self.colloid_on:
+            return super().select_promotions(pages, times, latency)
+        if pages.shape[0]:
+            if int(self.sim.mem.free[self.dst]) > self.enough_mark():
+                self.nbp_threshold = 0.0
+            else:
+                j = int(np.searchsorted(times, self.th_start + self.th_period, side="right"))
+                if j < pages.shape[0]:
+                    self._adjust_threshold(float(times[j]))
+        return 0, np.zeros(0, dtype=np.int64)
 
     def on_faults(self, pages, times, latency, now):
         self.view.update()
         st = self.view.state()
         if st is not None:
             self.last = {"L_D": st[0], "L_A": st[1], "p": st[2]}
-        on = st is not None and st[0] > st[1]
-        if on != self.colloid_on:  # default-tier pages are scanned while Colloid is on
-            self.scanner._skip[self.top] = not on
-            self.colloid_on = on
-        if on:
+        self.colloid_on = st is not None and st[0] > st[1]
+        sim = self.sim
+        latency = np.asarray(latency)
+        local = sim.node_of(pages) == self.dst
+        if self.colloid_on:
             self.on_polls += 1
-            sim = self.sim
-            nodes = sim.node_of(pages)
-            top = (nodes != UNALLOC) & self.top_mask[nodes]
-            p = pages[top]
-            hot = (np.asarray(latency)[top] < self.hot_threshold) | sim.lru.is_active(p)
+            p = pages[local][latency[local] < self.threshold()]
             lower = sim.machine.lower(self.dst)
-            if lower is not None and hot.any():
-                self.demoted_hot += sim.migrate(p[hot], lower, reason="colloid-demote")
-            pages, times = pages[~top], times[~top]
-            latency = np.asarray(latency)[~top]
-        super().on_faults(pages, times, latency, now)
+            if lower is not None and p.shape[0]:
+                self.demoted_hot += fault_migrate(sim, p[:migrate_room(sim, lower)], lower,
+                                                  "colloid-demote")
+        keep = ~local
+        super().on_faults(pages[keep], times[keep], latency[keep], now)
 
     def stats(self):
         d = super().stats()

@@ -60,7 +60,10 @@ cooling=18, cool_pages=8192, budget=10GiB, write_first=on, copy=threads (or dma)
 copy_threads=4, dma_bw=8GiB (per second), wp=on (write-protection stalls),
 core=dedicated (or shared: the PEBS thread's CPU), sample_cost=300ns, busy=on (the
 PEBS thread spins and holds its core, as HeMem's pebs_scan_thread loop does; off: it
-costs only its samples).
+costs only its samples), stores=count (store samples count toward `writes`; `stall`:
+a HeMem that samples loads only, as Colloid's fork does, counts none of them, and the
+store draws only stand for each page's write rate in the write-protection stall, so
+that the stall a copy causes is modelled alike with and without store sampling).
 """
 from __future__ import annotations
 
@@ -71,9 +74,13 @@ from ..errors import TierlabError
 from ..kernels import halve_at
 from ..monitors.pebs import Pebs, parse_core, parse_period
 from ..units import HUGE, PAGE, parse_duration, parse_flag, parse_size
+from ..workloads._common import parse_choice
 from .base import POLICIES, Policy
 
 HP = HUGE // PAGE  #: 4 KiB pages per 2 MiB page
+#: what store samples do: count toward `writes` (HeMem), or only stand for the
+#: page's write rate in the write-protection stall (a HeMem that samples loads only)
+STORE_RULES = ("count", "stall")
 DRAM, NVM, NONE = 0, 1, 2  #: tier of a 2 MiB page
 ROUNDS = 32  #: most sequential sample rounds per poll
 WRITE_RATE_TAU = 1.0  #: seconds, decay of the per-page store-sample rate estimate
@@ -121,12 +128,12 @@ class HeMem(Policy):
     def __init__(self, period=10007, poll="10ms", interval="10ms", hot_reads=8,
                  hot_writes=4, cooling=18, cool_pages=8192, budget="10GiB",
                  write_first="on", copy="threads", copy_threads=4, dma_bw="8GiB",
-                 wp="on", core="dedicated", sample_cost="300ns", busy="on"):
+                 wp="on", core="dedicated", sample_cost="300ns", busy="on", stores="count"):
         super().__init__(period=period, poll=poll, interval=interval, hot_reads=hot_reads,
                          hot_writes=hot_writes, cooling=cooling, cool_pages=cool_pages,
                          budget=budget, write_first=write_first, copy=copy,
                          copy_threads=copy_threads, dma_bw=dma_bw, wp=wp, core=core,
-                         sample_cost=sample_cost, busy=busy)
+                         sample_cost=sample_cost, busy=busy, stores=stores)
         self.period = parse_period(period)
         self.poll = poll
         self.interval = parse_duration(interval, "hemem interval")
@@ -146,6 +153,7 @@ class HeMem(Policy):
         if self.dma_bw <= 0:
             raise TierlabError(f"bad hemem dma_bw {dma_bw!r}: must be > 0")
         self.wp = parse_flag(wp, "hemem wp")
+        self.count_stores = parse_choice(stores, "hemem stores", STORE_RULES) == "count"
         self.core = parse_core(core)
         self.monitor = Pebs(period="+".join(str(self.period[e]) for e in
                                             ("fast_load", "slow_load", "store")),
@@ -305,6 +313,10 @@ class HeMem(Policy):
         if hp.size == 0:
             return
         self._note_writes(hp[isw], now)
+        if not self.count_stores:  # stores=stall: for the write-protection stall only
+            hp, isw = hp[~isw], isw[~isw]
+            if hp.size == 0:
+                return
         o = np.argsort(hp, kind="stable")  # per page, in time order
         h, w = hp[o], isw[o]
         n = h.shape[0]

@@ -1,5 +1,7 @@
 """`tierlab reproduce colloid`: Colloid's GUPS figure (SOSP'24 artifact, Figure 6;
-ALGORITHMS.md "Colloid", experiment setup) with HeMem and HeMem+Colloid.
+host-architecture/colloid, sosp24-artifact/) with HeMem and HeMem+Colloid, and with
+upstream Linux tiering (the artifact's "TPP", `numa_balancing=2`: `autonuma-tiering`)
+and TPP+Colloid.
 
 GUPS, 15 threads, 72 GiB, a 20 GiB hot set taking 90% of the updates, on a default tier
 of 25 GiB DRAM (the artifact's managed capacity) and an alternate tier of 96 GiB whose
@@ -8,7 +10,8 @@ socket's uncore frequency; here `dram-cxl:cxl_lat=`). The antagonist (the artifa
 `mio` STREAM on 0/5/10/15 cores of the default tier's socket, "0x-3x") is
 `antagonist=dram@SHARE` with 1x = 25% of the default tier's bandwidth kept busy, 2x =
 50%, 3x = 75%: a mapping chosen here (the artifact gives cores, not bandwidth; 15
-STREAM cores about saturate a socket's DRAM). TPP and TPP+Colloid run on the same grid.
+STREAM cores about saturate a socket's DRAM). Linux tiering and TPP+Colloid run on the
+same grid.
 """
 from __future__ import annotations
 
@@ -21,13 +24,14 @@ from .. import api
 LATENCIES = [135, 148, 168, 192]
 LOADS = [0, 1, 2, 3]
 SHARE_PER_X = 25  #: % of the default tier's bandwidth one "x" of antagonist keeps busy
-POLICIES = ["hemem", "colloid-hemem", "tpp", "colloid-tpp"]
-#: (base, with Colloid) pairs
-PAIRS = [("hemem", "colloid-hemem"), ("tpp", "colloid-tpp")]
+POLICIES = ["hemem", "colloid-hemem", "autonuma-tiering", "colloid-tpp"]
+#: (base, with Colloid) pairs: the artifact's TPP is Linux 6.3's tiering mode
+#: (host-architecture/colloid, tpp/README.md: baseline numa_balancing=2)
+PAIRS = [("hemem", "colloid-hemem"), ("autonuma-tiering", "colloid-tpp")]
 WORKLOAD = "gups:hotset,size=72GiB,hot=20GiB,threads=15"
 #: X+Colloid over X in the artifact at 3x, by latency; HeMem at 0x: 0.99-1.01
 PAPER_3X = {"hemem": {135: 2.36, 148: 2.19, 168: 1.97, 192: 1.76},
-            "tpp": {135: 1.81, 148: 1.72, 168: 1.59, 192: 1.50}}
+            "autonuma-tiering": {135: 1.81, 148: 1.72, 168: 1.59, 192: 1.50}}
 COLLOID_SCALE = 1 / 64
 
 
@@ -91,7 +95,8 @@ def reproduce_colloid(out: Path, scale: float, workloads, jobs, on_done=None) ->
 `antagonist=dram@SHARE` for the artifact's 0x-3x STREAM load (1x = {SHARE_PER_X}% of the
 default tier's bandwidth; a mapping chosen here). Throughput with Colloid over without
 on the same machine: HeMem+Colloid (`colloid-hemem`) over `hemem`, TPP+Colloid
-(`colloid-tpp`) over `tpp`. Records: `results.json`.
+(`colloid-tpp`) over the artifact's TPP, which is Linux 6.3's memory tiering
+(`autonuma-tiering`). Records: `results.json`.
 
 {chr(10).join(rows)}
 
@@ -99,8 +104,8 @@ on the same machine: HeMem+Colloid (`colloid-hemem`) over `hemem`, TPP+Colloid
 
 The artifact: HeMem+Colloid 0.99-1.01x with no antagonist and 1.76-2.36x at 3x, TPP+Colloid
 1.50-1.81x at 3x, both decreasing with the alternate tier's latency. Here: HeMem+Colloid
-{span("hemem", 0)} at 0x and {span("hemem", 3)} at 3x; TPP+Colloid {span("tpp", 0)} at 0x
-and {span("tpp", 3)} at 3x.
+{span("hemem", 0)} at 0x and {span("hemem", 3)} at 3x; TPP+Colloid
+{span("autonuma-tiering", 0)} at 0x and {span("autonuma-tiering", 3)} at 3x.
 
 Latencies at the end of each run, as Colloid's counters see them (L = occupancy /
 inserts, EWMA), and where the accesses went (`colloid_last` is empty without Colloid):
