@@ -297,7 +297,9 @@ def round_shares(shares, npages, limits):
 class Oracle(Policy):
     """Knows the true rates; at each change places every page where the engine's closed
     loop is fastest (`objective=throughput`), or the hottest pages in the fastest tiers
-    (`objective=hits`), at no cost: the upper bound of every comparison."""
+    (`objective=hits`), at no cost: the upper bound of every comparison of placements
+    across nodes. Not on a memory-mode machine (DRAM as a cache), where it places
+    nothing and frame choice (Johnny Cache) beats it (docs/model.md, "Oracle")."""
 
     uses_true_rates = True
     free_migrations = True
