@@ -211,7 +211,7 @@ def test_split_at_the_sampling_interval_between_the_two_pages():
     that interval (both halves keep nr_accesses, age and history); agreeing regions
     are left alone; no split beyond max_nr_regions; the sampling-interval subscribers
     see the interval's flags before the split."""
-    mon = IdtRegions(min_nr_regions=3, max_nr_regions=4)
+    mon = IdtRegions(min_nr_regions=3, max_nr_regions=4, split_at="between")
     mon.set_regions([0, 100, 200], [100, 200, 300], age=[3, 4, 5])
     seen = []
     mon.subscribe_sample(lambda m, now, acc: seen.append((len(m.regions), acc.tolist())))
@@ -225,10 +225,24 @@ def test_split_at_the_sampling_interval_between_the_two_pages():
     cut = sorted(set(r.start.tolist()) - {0, 100, 200})
     assert cut in ([30], [260])
     assert r.age.tolist() == ([3, 3, 4, 5] if cut == [30] else [3, 4, 5, 5])
-    wide = IdtRegions(min_nr_regions=3, max_nr_regions=100)
+    wide = IdtRegions(min_nr_regions=3, max_nr_regions=100, split_at="between")
     wide.set_regions([0, 100, 200], [100, 200, 300])
     wide.on_sample(a, b, np.array([10, 150, 240]), np.array([50, 160, 280]), 0.01)
     assert wide.regions.start.tolist() == [0, 30, 100, 200, 260]
+
+
+def test_the_public_code_splits_at_the_regions_middle():
+    """split_at=middle (the default): vaddr.c cuts a region whose two sampled pages
+    disagree at half its size, wherever the pages are (a region of 101 pages at 50);
+    both pages may land in one half."""
+    mon = IdtRegions(min_nr_regions=3, max_nr_regions=100)
+    mon.set_regions([0, 100, 201], [100, 201, 300])
+    a = np.array([True, True, False])
+    b = np.array([False, True, True])
+    mon.on_sample(a, b, np.array([10, 150, 240]), np.array([20, 160, 280]), 0.01)
+    assert mon.regions.start.tolist() == [0, 50, 100, 201, 250]
+    with pytest.raises(TierlabError, match="split_at"):
+        IdtRegions(split_at="left")
 
 
 @pytest.mark.parametrize("name", ["idt-regions", "damon"])

@@ -20,11 +20,16 @@ sample_interval; manage history, access, age"):
   one bit per aggregation (nr_accesses > 0) is `history=aggregation`;
 - **split** ("Split region when the access status of the sampling pages differs at
   sample_interval"): after each sampling interval a region whose two pages disagreed is
-  cut in two between them (`split_at=between`, at the midpoint of the two pages, so
-  the accessed and the idle page land in different halves; the paper says when, not
-  where: `split_at=random` cuts at a uniform page instead), while fewer than
-  max_nr_regions regions exist (a random subset of the disagreeing regions when there
-  is room for fewer); both halves keep nr_accesses, age and history (DAMON's rule);
+  cut in two. The paper says when, not where; the public code cuts at the region's
+  middle (vaddr.c `__damon_va_check_access`: `damon_split_region_at(..., sz_region /
+  2)`), `split_at=middle`, the default; `split_at=between` cuts halfway between the
+  two sampled pages, so the accessed and the idle page land in different halves, and
+  `split_at=random` at a uniform page. Splits stop at max_nr_regions (the paper's
+  1,000-10,000; the public code checks no bound there), a random subset of the
+  disagreeing regions when there is room for fewer. Both halves keep nr_accesses, age
+  and history (the public code's new half starts with nr_accesses 0, damon_new_region
+  in core.c, so it loses the aggregation's count so far: a slip upstream DAMON later
+  fixed by copying it; tierlab keeps it);
 - subscribers to the sampling interval (`subscribe_sample`, IDT's ARP) run after each
   interval's check, before its splits, with that interval's accessed flags;
 - every aggregation (`aggregate`): `age` by IDT's rule (`age_rule=idt`, the default):
@@ -72,7 +77,7 @@ from .base import MONITORS, Monitor
 from .damon import UNALLOC, Damon, Regions, _i64, hamming, scaled_regions
 
 HISTORY_RULES = ("sample", "aggregation")
-SPLIT_RULES = ("between", "random")
+SPLIT_RULES = ("middle", "between", "random")
 AGE_RULES = ("idt", "damon")
 #: the longest history a region may keep (bits)
 MAX_HISTORY_BITS = 65536
@@ -127,7 +132,7 @@ class IdtRegions(Damon):
 
     def __init__(self, sample="10ms", aggr="1s", update="1s", min_nr_regions=1000,
                  max_nr_regions=10000, history_bits=1024, window=16, fisher_alpha=0.10,
-                 merge_rule="fisher", history="sample", split_at="between", age_rule="idt",
+                 merge_rule="fisher", history="sample", split_at="middle", age_rule="idt",
                  target=None, name="idt-regions"):
         super().__init__(sample=sample, aggr=aggr, update=update,
                          min_nr_regions=min_nr_regions, max_nr_regions=max_nr_regions,
@@ -147,7 +152,7 @@ class IdtRegions(Damon):
         self.merge_rule = parse_choice(merge_rule, "idt-regions merge_rule",
                                        ("fisher", "public"))
         self.history = parse_choice(history, "idt-regions history", HISTORY_RULES)
-        self.split_at = parse_choice(split_at, "idt-regions split_at", SPLIT_RULES)
+        self.split_rule = parse_choice(split_at, "idt-regions split_at", SPLIT_RULES)
         self.age_rule = parse_choice(age_rule, "idt-regions age_rule", AGE_RULES)
         self._words = (self.history_bits + 63) // 64
         z = np.zeros(0, dtype=np.int64)
@@ -298,7 +303,9 @@ class IdtRegions(Damon):
         if room <= 0 or cand.size == 0:
             return
         s, e = self._s, self._e
-        if self.split_at == "between":
+        if self.split_rule == "middle":
+            cut = s[cand] + (e[cand] - s[cand]) // 2
+        elif self.split_rule == "between":
             lo, hi = np.minimum(pa[cand], pb[cand]), np.maximum(pa[cand], pb[cand])
             cut = (lo + hi + 1) // 2
         else:

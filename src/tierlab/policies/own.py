@@ -82,9 +82,10 @@ class Tierlab(Policy):
             raise TierlabError(f"bad tierlab monitor {monitor!r}; valid: idt, damon")
         #: pages whose accessed bits one sample reads (IDT's monitor: two per region)
         self.pages_per_sample = 2 if monitor == "idt" else 1
-        # IDT's monitor with DAMON's age rule and 64 history bits: the own policy reads
-        # ages and merged regions, not IDT's 1,024-sample histories
-        extra = dict(age_rule="damon", history_bits=64) if monitor == "idt" else {}
+        # IDT's monitor as the own policy was built on: DAMON's age rule, 64 history
+        # bits, splits between the two sampled pages
+        extra = dict(age_rule="damon", history_bits=64, split_at="between") \
+            if monitor == "idt" else {}
         self.monitor = kinds[str(monitor)](sample=sample, aggr=aggr,
                                            min_nr_regions=min_nr_regions,
                                            max_nr_regions=max_nr_regions,

@@ -38,9 +38,10 @@ IDT's monitor (`idt-regions`, `subscribe_sample`):
   accesses served by lower tiers as IDT sees them: intervals seen accessed x region
   pages); those IDT demoted add them to the decision that demoted them.
 
-IDT's monitor runs with IDT's age rule and 1,024-sample histories (`age_rule=idt`,
-`history_bits=1024`, passed to `idt-regions`; `age_rule=damon` and `history_bits=64`
-restore DAMON's age rule and the earlier length). On plain DAMON (`idt-damon`, DAMON's
+IDT's monitor runs with IDT's age rule, 1,024-sample histories and splits at a region's
+middle (`age_rule=idt`, `history_bits=1024`, `split_at=middle`, passed to
+`idt-regions`; `age_rule=damon`, `history_bits=64` and `split_at=between` restore
+DAMON's age rule, the earlier length and the earlier cut). On plain DAMON (`idt-damon`, DAMON's
 age rule, no history) no sample is seen, and ARP runs once per aggregation on
 nr_accesses > 0 instead.
 
@@ -158,7 +159,8 @@ class IDT(Policy):
                  accept_free="1%", age_thres=None, prp=None, prp_window="1GiB",
                  prp_thres=None, prp_rule="public", aggressive="paper", reward="paper",
                  gamma=0.9, age_cmp="ge", sample="10ms", aggr="1s", history="sample",
-                 history_bits=1024, age_rule="idt", arp="all", fallback="all",
+                 history_bits=1024, age_rule="idt", split_at="middle", arp="all",
+                 fallback="all",
                  weights="shipped", learn="on", explore=0.05, seed=0, explain=None):
         prp = self.default_prp if prp is None else prp
         age_thres = self.default_age_thres if age_thres is None else age_thres
@@ -168,7 +170,7 @@ class IDT(Policy):
                          prp_thres=prp_thres, prp_rule=prp_rule, aggressive=aggressive,
                          reward=reward, gamma=gamma, age_cmp=age_cmp, sample=sample,
                          aggr=aggr, history=history, history_bits=history_bits,
-                         age_rule=age_rule, arp=arp, fallback=fallback,
+                         age_rule=age_rule, split_at=split_at, arp=arp, fallback=fallback,
                          weights=weights, learn=learn, explore=explore, seed=seed)
         self.monitor_name = monitor or self.default_monitor
         self.demote_wmark = _fraction(demote_wmark, "demote_wmark")
@@ -193,7 +195,8 @@ class IDT(Policy):
         self.age_cmp = parse_choice(age_cmp, "idt age_cmp", ("ge", "gt"))
         self.sample, self.aggr = sample, aggr
         self.history = parse_choice(history, "idt history", HISTORY_RULES)
-        self.history_bits, self.age_rule = history_bits, age_rule
+        self.monitor_params = dict(history_bits=history_bits, age_rule=age_rule,
+                                   split_at=split_at)
         self.weights = weights
         self.learn = str(learn).lower() not in ("0", "off", "no", "false")
         self.explore = float(explore)
@@ -222,8 +225,7 @@ class IDT(Policy):
                                    name="idt-damon")
         if name == "idt-regions":
             return MONITORS.create("idt-regions", sample=self.sample, aggr=self.aggr,
-                                   history=self.history, history_bits=self.history_bits,
-                                   age_rule=self.age_rule)
+                                   history=self.history, **self.monitor_params)
         return MONITORS.create(name)
 
     def attach(self, sim):
