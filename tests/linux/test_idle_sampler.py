@@ -111,11 +111,12 @@ def test_hot_regions_reach_max_and_cold_regions_zero():
 
 def test_regions_straddling_hot_and_cold_are_split_at_the_sampling_interval():
     """Only the region holding the hot/cold boundary has disagreeing samples; it is cut
-    between its two sampled pages at each interval they disagree (IDT: "split region
-    when the access status of the sampling pages differs at sample_interval"), so the
-    boundary is found within the first aggregation, and the merge rejoins the pieces
-    on either side of it."""
-    sim, proc, clock, mon, _ = monitored()
+    at each interval they disagree (IDT: "split region when the access status of the
+    sampling pages differs at sample_interval"), here between its two sampled pages
+    (`split_at=between`), so the boundary is found within the first aggregation, and
+    the merge rejoins the pieces on either side of it once the histories they kept
+    from before the cut are gone (64 bits here: 1,024 would take 10 s)."""
+    sim, proc, clock, mon, _ = monitored(split_at="between", history_bits=64)
     start = mon._s.copy()
     assert any(s < 1500 < e for s, e in zip(mon._s, mon._e))
     advance(sim, proc, clock, 2.0, until=lambda: mon.nr_aggregations == 1)
