@@ -40,12 +40,13 @@ sample_interval; manage history, access, age"):
   **merge** of neighbours on the same node (a region's node is its middle page's)
   whose histories pass Fisher's exact test on [[a_i, n - a_i], [a_j, n - a_j]] at
   `fisher_alpha` (10%, the 90% level) in every sliding window of `window` (n = 16)
-  valid history bits, about 1,008 windows once 1,024 bits are kept (mm/damon/idt-region.c
-  `idt_merge_region`; the table computed once, exactly as scipy's `fisher_exact`; the
-  public code's |a_i - a_j| <= 2 is `merge_rule=public`). The windows slide over the
-  bits in time order, newest first; the public code slides them over the buffer's
-  positions, so one of its windows joins the newest bits to the oldest. Merged runs are formed from neighbour
-  pairs (chained), capped at DAMON's size limit, and keep their first region's
+  valid history bits, about 1,008 windows once 1,024 bits are kept
+  (mm/damon/idt-region.c `idt_merge_region`; the table computed once, exactly as
+  scipy's `fisher_exact`; the public code's |a_i - a_j| <= 2 is `merge_rule=public`).
+  The windows slide over the bits in time order, newest first; the public code slides
+  them over the buffer's positions, so one of its windows joins the newest bits to
+  the oldest. Merged runs are formed from neighbour pairs (chained), capped at
+  DAMON's size limit, and keep their first region's
   history and last_nr_accesses, with size-weighted nr_accesses and age; then the
   aggregation subscribers (IDT's demotion), the reset of nr_accesses, and DAMON's ops
   update of the monitored ranges;
@@ -185,7 +186,8 @@ class IdtRegions(Damon):
             i = np.searchsorted(old_s, self._s, side="right") - 1
             ok = (i >= 0) & (self._s < old_e[np.clip(i, 0, None)])
             i = np.clip(i, 0, None)
-            self._hist = np.where(ok[:, None], self._hist[i], np.uint64(0)).astype(np.uint64)
+            self._hist = np.where(ok[:, None], self._hist[i],
+                                  np.uint64(0)).astype(np.uint64)
             self._mh = np.where(ok, self._mh[i], np.uint64(0)).astype(np.uint64)
         else:
             self._hist = np.zeros((R, self._words), dtype=np.uint64)

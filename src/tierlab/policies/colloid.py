@@ -304,7 +304,8 @@ class ColloidTpp(AutoNumaTiering):
             if int(self.sim.mem.free[self.dst]) > self.enough_mark():
                 self.nbp_threshold = 0.0
             else:
-                j = int(np.searchsorted(times, self.th_start + self.th_period, side="right"))
+                j = int(np.searchsorted(times, self.th_start + self.th_period,
+                                        side="right"))
                 if j < pages.shape[0]:
                     self._adjust_threshold(float(times[j]))
         return 0, np.zeros(0, dtype=np.int64)

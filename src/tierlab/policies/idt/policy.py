@@ -41,9 +41,9 @@ IDT's monitor (`idt-regions`, `subscribe_sample`):
 IDT's monitor runs with IDT's age rule, 1,024-sample histories and splits at a region's
 middle (`age_rule=idt`, `history_bits=1024`, `split_at=middle`, passed to
 `idt-regions`; `age_rule=damon`, `history_bits=64` and `split_at=between` restore
-DAMON's age rule, the earlier length and the earlier cut). On plain DAMON (`idt-damon`, DAMON's
-age rule, no history) no sample is seen, and ARP runs once per aggregation on
-nr_accesses > 0 instead.
+DAMON's age rule, the earlier length and the earlier cut). On plain DAMON
+(`idt-damon`, DAMON's age rule, no history) no sample is seen, and ARP runs once per
+aggregation on nr_accesses > 0 instead.
 
 Every **aggregation interval** (1 s), in this order:
 
@@ -55,16 +55,16 @@ Every **aggregation interval** (1 s), in this order:
    the node's regions and age >= age_thres. Aggressive (`aggressive=paper`, the
    slide): nr_accesses < (min + max) / 2 (strict) and age >= age_thres;
    `aggressive=public` (the earlier rule here): nr_accesses <= (min + max) // 2, age
-   ignored (the public code's `__idt_demote`). The slide writes age > age_thres (`age_cmp=gt`); as age_thres is itself
-   one of the eligible ages (q2, q3 or max), the strict test demotes nothing whenever
-   those ages are equal, which is the usual state of idle regions (DAMON's age rule
-   ages them in lockstep: on `gups:hotset` every pass of the first minutes), so
-   `age_cmp=ge` is the default: q2 demotes the older half, max the oldest. The
-   agent sees (min, q1, q2, q3, max) of the ages of the regions at or below the
-   access threshold and picks age_thres = q2, q3 or max. Chosen regions are
-   demoted whole, coldest then oldest first, to the first node down the path with free
-   >= 1% after the move (the public code demotes when `r->age >= idt_age_thres`,
-   mm/damon/idt.c `__idt_demote`). An aggressive node that demoted nothing in the pass
+   ignored (the public code's `__idt_demote`). The slide writes age > age_thres
+   (`age_cmp=gt`); as age_thres is itself one of the eligible ages (q2, q3 or max),
+   the strict test demotes nothing whenever those ages are equal, which is the usual
+   state of idle regions (they age in lockstep: on `gups:hotset` every pass of the
+   first minutes), so `age_cmp=ge`, the public code's test (`r->age <
+   idt_age_thres` skips a region, mm/damon/idt.c `__idt_demote`), is the default: q2
+   demotes the older half, max the oldest. The agent sees (min, q1, q2, q3, max) of
+   the ages of the regions at or below the access threshold and picks age_thres = q2,
+   q3 or max. Chosen regions are demoted whole, coldest then oldest first, to the
+   first node down the path with free >= 1% after the move. An aggressive node that demoted nothing in the pass
    demotes **every** one of its regions, in address order, as far as the nodes below
    have room (`fallback=all`, the default: idt.c `idt_demote`, "Try demote all
    regions"; the code sums demoted pages by each region's node after the move, so its
@@ -481,11 +481,12 @@ class IDT(Policy):
     def _arp(self, arp, regs, node=None) -> None:
         """ARP: promote regions `arp` (off the top node, now seen accessed) whole to the
         top node while it keeps free >= accept_free, charging each that IDT demoted to
-        the decision that demoted it; PRP after each. It stops at the first region larger than the top
-        node's room, and the room only shrinks meanwhile (its moves and PRP's go to the
-        top node), so the candidates from the first one larger than the room now are
-        cut first (thousands a sample at bench_scale, most past it). `node`: each
-        region's node (updated here), read from the page map if not given."""
+        the decision that demoted it; PRP after each. It stops at the first region
+        larger than the top node's room, and the room only shrinks meanwhile (its moves
+        and PRP's go to the top node), so the candidates from the first one larger than
+        the room now are cut first (thousands a sample at bench_scale, most past it).
+        `node`: each region's node (updated here), read from the page map if not
+        given."""
         arp = np.asarray(arp, dtype=np.int64)
         over = np.flatnonzero(regs.end[arp] - regs.start[arp] > self._room(self.top))
         if over.size:
