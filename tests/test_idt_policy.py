@@ -153,7 +153,7 @@ def test_runs_start_from_the_shipped_weights_and_keep_learning(tmp_path):
     sim.policy.attach(sim)
     start = sim.policy.agent.updates
     assert start > 0  # pre-trained
-    sim = tierlab.api.simulation("optane-4tier", "gups:hotset", "idt-damon", scale=1 / 64)
+    sim = tierlab.api.simulation("optane-4tier", "gups:hotset", "idt", scale=1 / 64)
     sim.run()
     assert sim.policy.agent.updates > start
     with pytest.raises(TierlabError, match="no file"):
@@ -378,6 +378,26 @@ def test_arp_promotes_a_region_kswapd_put_below():
     node, _ = _node_now(sim, pol)
     assert node[10] == 0 and node[11] == 1 and pol.counts["arp"] == 1
     assert pol._cons[(0, 3)] == [102, 0, 0] and pol.counts["slow_hit"] == 102
+
+
+@pytest.mark.parametrize("misplaced", ["off", "on"])
+def test_no_misplaced_pass_takes_the_room_arp_needs(misplaced):
+    """The public code has no misplaced-region pass (ARP covers every region off the
+    top node): an accessed region on the slow node that IDT never demoted stays there
+    at the aggregation, for ARP to promote when it is sampled; misplaced=on (the
+    earlier rule) promotes it at the aggregation."""
+    sim, pol = _sampled(f"idt-norl,prp=off,misplaced={misplaced}", fill=800)
+    mon = pol.monitor
+    nr = np.zeros(12, dtype=np.int64)
+    nr[10] = 5  # below, accessed, never demoted by IDT
+    mon.set_regions([i * 102 for i in range(12)], [(i + 1) * 102 for i in range(12)],
+                    nr, [0] * 12)
+    mon._in_aggr = True
+    pol._on_aggregation(mon, 1.0)
+    mon._in_aggr = False
+    node, _ = _node_now(sim, pol)
+    assert node[10] == (0 if misplaced == "on" else 1)
+    assert pol.counts["misplaced"] == (1 if misplaced == "on" else 0)
 
 
 @pytest.mark.parametrize("fallback,want", [("all", [1] * 10), ("bounded", [1] + [0] * 9)])

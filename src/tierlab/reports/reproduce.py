@@ -33,12 +33,14 @@ PRP_SUM = "idt:prp_rule=sum"
 GAMMA0 = "idt:gamma=0"
 #: each rule IDT follows from its public code, against the option restoring the rule
 #: tierlab used before: DAMON's age rule, 64 history bits, splits between the sampled
-#: pages, ARP of IDT's demotions only, the bounded aggressive fallback (and PRP_SUM)
+#: pages, ARP of IDT's demotions only, the bounded aggressive fallback, the
+#: misplaced-region pass (and PRP_SUM)
 IDT_RULE_OPTIONS = {"idt:age_rule=damon": "age reset only past max_nr_accesses / 10",
                     "idt:history_bits=64": "64 history bits instead of 1,024",
                     "idt:split_at=between": "splits between the two sampled pages",
                     "idt:arp=demoted": "ARP only of regions IDT demoted",
                     "idt:fallback=bounded": "aggressive fallback only to demote_wmark",
+                    "idt:misplaced=on": "a misplaced-region pass at each aggregation",
                     PRP_SUM: "PRP on the normalised sum, fixed threshold 0.25"}
 IDT_ABLATIONS = ["idt", "idt-static-q2", "idt-static-q3", "idt-static-max", "idt-norl",
                  GAMMA0, "idt-noprp", "idt-damon", *IDT_RULE_OPTIONS]
