@@ -346,7 +346,6 @@ class IdtRegions(Damon):
                              f"[{self._s[i]}, {self._e[i]})")
         self.split_many([i], [page])
 
-    # -- aggregation ---------------------------------------------------------------
     # -- the history ring buffers ----------------------------------------------------
     def _push(self, bit) -> None:
         """Write one history bit per region at the circular index (vaddr.c
@@ -370,6 +369,7 @@ class IdtRegions(Damon):
         return (bits.astype(np.uint64) << np.arange(k, dtype=np.uint64)).sum(
             axis=1, dtype=np.uint64)
 
+    # -- aggregation ---------------------------------------------------------------
     def _similar(self, h, valid: int) -> np.ndarray:
         """similar[i]: regions i and i+1 pass the test in every window."""
         if valid == 0 or h.shape[0] < 2:

@@ -47,8 +47,7 @@ import math
 import numpy as np
 
 from .. import kernels
-from ..engine.memory import UNALLOC
-from ..units import PAGE, parse_duration, parse_size
+from ..units import PAGE, parse_size
 from ..workloads._common import parse_choice, parse_number
 from .base import POLICIES
 from .autonuma import AutoNumaTiering, fault_migrate, migrate_room
