@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(BIN)/tierlab compare --machine optane-4tier --scale $(SCALE) \
 	  --workloads gups:hotset,graph:pr \
 	  --policies static,autonuma-tiering,damon-tiering,idt,oracle \
-	  --allocs $(ALLOC) --baseline static --out $(OUT)
+	  --allocs $(ALLOC) --baseline static --out $(OUT) --force
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -472,6 +472,38 @@ def test_bad_sweep_options_are_one_line_and_exit_2(args, needle, tmp_path, monke
     assert needle in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_out_over_a_sweep_is_refused_and_loses_nothing(tmp_path, monkeypatch, capsys):
+    """`--out DIR` where DIR holds a sweep's results.jsonl (typing --out for --resume)
+    is refused with one line naming --resume and --force, and the file is left as it
+    was; --force starts over; --resume continues; the two together are refused."""
+    monkeypatch.chdir(tmp_path)
+    args = ["compare", "--scale", "1/256", "--workloads", "gups:uniform", "--policies",
+            "static", "--jobs", "1"]
+    assert main([*args, "--out", "o"]) == 0
+    kept = (tmp_path / "o" / JSONL).read_bytes()
+    assert kept.count(b"\n") == 1
+    capsys.readouterr()
+    assert main([*args, "--seeds", "0-1", "--out", "o"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "results.jsonl already holds 1 run(s)" in err
+    assert "--resume o continues it, --force starts it over" in err
+    assert (tmp_path / "o" / JSONL).read_bytes() == kept
+    assert main([*args, "--seeds", "0-1", "--resume", "o"]) == 0
+    assert (tmp_path / "o" / JSONL).read_bytes().startswith(kept)
+    assert len(jsonl(tmp_path / "o")) == 2
+    assert main([*args, "--out", "o", "--force"]) == 0
+    assert len(jsonl(tmp_path / "o")) == 1
+    capsys.readouterr()
+    assert main([*args, "--resume", "o", "--force"]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    with pytest.raises(tierlab.errors.TierlabError, match="already holds 1 run"):
+        tierlab.compare(["optane-2tier"], ["gups:uniform"], ["static"], scale=1 / 256,
+                        out=str(tmp_path / "o"))
+    assert len(tierlab.compare(["optane-2tier"], ["gups:uniform"], ["static"],
+                               scale=1 / 256, out=str(tmp_path / "o"), force=True)) == 1
+
+
 def test_signals_during_dask_calls_are_raised_between_them_not_inside():
     """A signal while Dask runs is noted and raised at the next check, as Interrupted with
     its number, never inside a client call (distributed's sync() prints a NameError

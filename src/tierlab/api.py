@@ -296,13 +296,14 @@ def validate(jobs: list[Job]) -> None:
 def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,),
             scale: float = 1.0, baseline: str | None = None, jobs: int | None = None,
             on_done=None, migrate: str = "linux", cluster=None, out=None,
-            resume: bool = False) -> list[dict]:
+            resume: bool = False, force: bool = False) -> list[dict]:
     """Run every combination; results are in a fixed order and do not depend on `jobs`
     or `cluster` (each run is seeded on its own). `on_done(job, record)` is called as
     runs finish. `cluster`: a Dask scheduler address, "local:N" or a distributed.Client
     (issue 20); `out`: a directory where each finished run is appended to results.jsonl;
-    `resume`: skip the runs already there. Inside `with tierlab.sweep.Sweep(...)`,
-    without these three, runs go through that sweep (sweep.py)."""
+    `resume`: skip the runs already there; `force`: start over in an `out` that
+    already holds a sweep (refused otherwise). Inside `with tierlab.sweep.Sweep(...)`,
+    without these, runs go through that sweep (sweep.py)."""
     from .sweep import Sweep, active
     machines, workloads, policies, allocs, seeds = (
         check_list(v, k) for v, k in ((machines, "machines"), (workloads, "workloads"),
@@ -316,7 +317,8 @@ def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,
     validate(todo)
     sweep = active()
     if sweep is None or cluster is not None or out is not None or resume:
-        with Sweep(out=out, resume=resume, cluster=cluster, jobs=jobs) as sweep:
+        with Sweep(out=out, resume=resume, cluster=cluster, jobs=jobs,
+                   force=force) as sweep:
             results = sweep.run(todo, on_done)
     else:
         results = sweep.run(todo, on_done)

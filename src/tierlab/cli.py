@@ -164,7 +164,7 @@ def _sweep(a):
         raise TierlabError("--out DIR is required (or --resume DIR to continue a sweep)")
     a.out = a.resume or a.out
     return Sweep(out=a.out, resume=bool(a.resume), cluster=a.cluster, jobs=a.jobs,
-                 console=err)
+                 console=err, force=bool(getattr(a, "force", False)))
 
 
 def cmd_compare(a) -> int:
@@ -384,6 +384,10 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--resume", metavar="DIR",
                         help="continue the sweep written into DIR: the runs already in "
                         "DIR/results.jsonl are not run again")
+        sp.add_argument("--force", action="store_true",
+                        help="start over in an --out DIR that already holds a sweep's "
+                        "results.jsonl (without it that is refused: --resume continues "
+                        "it)")
 
     r = sub.add_parser("run", help="simulate one workload under one policy",
                        description="Simulate one workload on one machine under one "

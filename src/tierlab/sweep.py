@@ -239,10 +239,15 @@ class Sweep:
     to `out`/results.jsonl and, with `resume`, skipping those already there."""
 
     def __init__(self, out=None, resume: bool = False, cluster=None,
-                 jobs: int | None = None, console=None):
+                 jobs: int | None = None, console=None, force: bool = False):
         self.out = Path(out) if out is not None else None
         if resume and self.out is None:
             raise TierlabError("resume needs the directory of the sweep to resume (out)")
+        if resume and force:
+            raise TierlabError("--resume continues a sweep and --force starts it over; "
+                               "give one of them")
+        #: start over in an `out` that already holds a sweep's runs (else refused)
+        self.force = bool(force)
         if isinstance(cluster, str):
             _check_cluster(cluster)
         self.resume, self.cluster, self.console = resume, cluster, console
@@ -333,6 +338,12 @@ class Sweep:
             if text and not text.endswith("\n"):
                 self._file.write("\n")
         else:
+            if path.is_file() and path.stat().st_size and not self.force:
+                n = sum(1 for line in path.read_text(errors="replace").splitlines()
+                        if line.strip())
+                raise TierlabError(f"{path} already holds {n} run(s) of a sweep: "
+                                   f"--resume {self.out} continues it, --force starts "
+                                   f"it over")
             self.out.mkdir(parents=True, exist_ok=True)
             self._file = path.open("w")
 
