@@ -504,6 +504,48 @@ def test_out_over_a_sweep_is_refused_and_loses_nothing(tmp_path, monkeypatch, ca
                                scale=1 / 256, out=str(tmp_path / "o"), force=True)) == 1
 
 
+def test_resume_reruns_records_that_cannot_stand_for_their_run(tmp_path, monkeypatch,
+                                                               capsys):
+    """--resume reads every record back through `record_problem`: a line without
+    `policy`, one with a garbage value and one with throughput NaN are never used; their
+    runs run again, said in one note, and results.json holds only sound records."""
+    import math
+    monkeypatch.chdir(tmp_path)
+    args = ["compare", "--scale", "1/256", "--workloads", "gups:uniform", "--policies",
+            "static", "--seeds", "0-3", "--jobs", "1"]
+    assert main([*args, "--out", "o"]) == 0
+    path = tmp_path / "o" / JSONL
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    del recs[0]["policy"]
+    recs[1]["alloc"] = {"not": "text"}
+    recs[2]["throughput"] = float("nan")
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    capsys.readouterr()
+    assert main([*args, "--resume", "o"]) == 0
+    err = capsys.readouterr().err
+    assert "3 unreadable or invalid line(s) skipped, their runs run again (first: no " \
+        "'policy')" in err
+    assert "1 of 4 runs already in" in err
+    got = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert sorted(r["seed"] for r in got) == [0, 1, 2, 3]
+    assert all(r["policy"] == "static" and r["alloc"] == "dram-preferred" and
+               math.isfinite(r["throughput"]) for r in got)
+
+
+def test_record_problem_names_what_is_wrong():
+    from tierlab.sweep import record_problem
+    rec = tierlab.run(machine="optane-2tier", workload="gups:uniform", policy="static",
+                      scale=1 / 256)
+    assert record_problem(rec) is None
+    for change, why in [({"seed": True}, "'seed' is not a whole number"),
+                        ({"migrated_bytes": -1}, "'migrated_bytes' is not a whole"),
+                        ({"wall_seconds": float("inf")}, "'wall_seconds' is not a finite"),
+                        ({"tier_access_share": {"dram": "x"}}, "'tier_access_share'"),
+                        ({"series": []}, "'series' is not a mapping")]:
+        assert why in record_problem({**rec, **change})
+    assert record_problem([]) == "not a JSON object"
+
+
 def test_signals_during_dask_calls_are_raised_between_them_not_inside():
     """A signal while Dask runs is noted and raised at the next check, as Interrupted with
     its number, never inside a client call (distributed's sync() prints a NameError

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import signal
@@ -61,6 +62,44 @@ class RunsFailed(TierlabError):
     def __init__(self, message: str, failures: list):
         super().__init__(message)
         self.failures = failures
+
+
+#: a run record's keys that a resumed sweep relies on, by kind (README, "Every run
+#: record"): text, whole numbers, finite numbers >= 0, and mappings
+RECORD_TEXT = ("machine", "workload", "policy", "alloc")
+RECORD_COUNTS = ("seed", "promotions", "demotions", "pingpong", "migrated_bytes")
+RECORD_AMOUNTS = ("scale", "sim_seconds", "work", "throughput", "monitor_cpu_seconds",
+                  "wall_seconds")
+
+
+def record_problem(rec) -> str | None:
+    """Why a record read back from results.jsonl cannot stand for its run (a missing
+    key, a value of the wrong type, a number that is not finite or is negative), or
+    None when it can."""
+    if not isinstance(rec, dict):
+        return "not a JSON object"
+    for k in RECORD_TEXT + RECORD_COUNTS + RECORD_AMOUNTS + ("tier_access_share", "series"):
+        if k not in rec:
+            return f"no {k!r}"
+    for k in RECORD_TEXT:
+        if not isinstance(rec[k], str):
+            return f"{k!r} is not text"
+    for k in RECORD_COUNTS:
+        if isinstance(rec[k], bool) or not isinstance(rec[k], int) or rec[k] < 0:
+            return f"{k!r} is not a whole number >= 0"
+    for k in RECORD_AMOUNTS:
+        v = rec[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or v < 0:
+            return f"{k!r} is not a finite number >= 0"
+    share = rec["tier_access_share"]
+    if not isinstance(share, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in share.values()):
+        return "'tier_access_share' is not a mapping of finite numbers"
+    if not isinstance(rec["series"], dict):
+        return "'series' is not a mapping"
+    return None
 
 
 def describe(job) -> str:
@@ -322,18 +361,22 @@ class Sweep:
                 raise TierlabError(f"cannot resume {self.out}: no {path} (start the sweep "
                                    f"with --out {self.out})")
             text = path.read_text(errors="replace")
-            bad = 0
+            bad, first = 0, None
             for line in text.splitlines():
                 try:
                     rec = json.loads(line)
                     key = json.dumps(rec.pop("run_key"), sort_keys=True)
+                    why = record_problem(rec)
                 except (ValueError, KeyError, AttributeError, TypeError):
+                    why = "not a JSON record with a run_key"
+                if why is not None:
                     bad += 1
+                    first = first or why
                     continue
                 self._lines[key] = json.dumps(rec)
             if bad:
-                self.board.say(f"{path}: {bad} unreadable line(s) skipped (a run cut off "
-                               f"mid-write runs again)")
+                self.board.say(f"{path}: {bad} unreadable or invalid line(s) skipped, "
+                               f"their runs run again (first: {first})")
             self._file = path.open("a")
             if text and not text.endswith("\n"):
                 self._file.write("\n")
