@@ -452,6 +452,35 @@ def test_jobs_2_stops_its_workers_at_once_on_sigint_and_sigterm(sig, here, refer
     same_results(here / "out", reference)
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
+def test_pool_workers_die_with_a_sweep_killed_by_sigkill(here):
+    """SIGKILL runs no handler in the sweep, so nothing stops its pool workers: they die
+    with their parent (PR_SET_PDEATHSIG) instead of living on, blocked on a lock and a
+    pipe, holding the caller's stdout open."""
+    p = cli("compare", *SWEEP, "--jobs", "2", "--out", "out", cwd=here)
+    until(lambda: len(jsonl(here / "out")) >= 1 or p.poll() is not None, "a run")
+    kids = _children(p.pid)
+    assert p.poll() is None and kids, "the sweep ended before it could be killed"
+    p.kill()
+    p.wait()
+    until(lambda: not [k for k in kids if _alive(k)], "the workers to exit")
+    for f in (p.stdout, p.stderr):
+        f.close()
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--cluster", "nowhere"], "bad cluster 'nowhere': expected a scheduler address "
      "(tcp://host:8786) or local:N"),

@@ -20,6 +20,7 @@ import math
 import os
 import re
 import signal
+import sys
 import threading
 import uuid
 from collections import Counter
@@ -156,10 +157,26 @@ def _run_local(job) -> tuple[dict, str]:
     return _run_job(job), f"pid {os.getpid()}"
 
 
-def _pool_init() -> None:
-    """Pool workers leave SIGINT to the parent (which stops them) and die on SIGTERM."""
+#: prctl(2) option: the signal a process gets when the thread that forked it ends
+PR_SET_PDEATHSIG = 1
+
+
+def _pool_init(parent: int | None = None) -> None:
+    """Pool workers leave SIGINT to the parent (which stops them), die on SIGTERM, and
+    on Linux die with the parent (PR_SET_PDEATHSIG, SIGKILL), so a sweep killed with
+    SIGKILL, which runs no handler, leaves no worker behind holding its pipes. A
+    worker whose parent is already gone (`parent` is no longer its parent) exits."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL),
+                                                   0, 0, 0)
+        except (OSError, AttributeError):
+            return
+        if parent is not None and os.getppid() != parent:
+            os._exit(1)
 
 
 def _run_on_worker(job, inputs: dict, version: str) -> tuple[dict, str]:
@@ -555,7 +572,8 @@ class Sweep:
 
     def _run_pool(self, todo, fresh, finished, failed) -> None:
         n = min(self.jobs, len(fresh))
-        ex = ProcessPoolExecutor(max_workers=n, initializer=_pool_init)
+        ex = ProcessPoolExecutor(max_workers=n, initializer=_pool_init,
+                                 initargs=(os.getpid(),))
         try:
             futs = {ex.submit(_run_local, todo[i]): k for k, i in fresh.items()}
             pending = set(futs)
