@@ -385,3 +385,39 @@ def test_file_workloads_need_no_prefix(tmp_path):
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         assert main(["run", "--workload", str(cfg), "--scale", "1/64"]) == 0
     assert "mine.cfg" in out.getvalue() and "very/deep" not in out.getvalue()
+
+
+def _tierlab(args, stdout=None, close_stdout=False):
+    """The real command in a process: its exit status and stderr."""
+    import subprocess
+    import sys
+    exe = Path(sys.executable).parent / "tierlab"
+    r = subprocess.run([str(exe), *args], stdout=stdout, stderr=subprocess.PIPE, text=True,
+                       preexec_fn=(lambda: os.close(1)) if close_stdout else None)
+    return r.returncode, r.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("args,to_full,needle", [
+    (["list", "machines"], True, "cannot write the output: No space left on device"),
+    (["compare", "--scale", "1/256", "--workloads", "gups:uniform", "--policies",
+      "static", "--out", "OUT"], True, "cannot write the output: No space left"),
+    (["run", "--scale", "1/256", "--workload", "gups:uniform", "--policy", "static",
+      "--json", "/dev/full"], False, "cannot write /dev/full: No space left on device"),
+    (["run", "--scale", "1/256", "--workload", "gups:hotset", "--policy", "idt",
+      "--explain", "/dev/full"], False, "cannot write /dev/full: No space left on device"),
+])
+def test_a_full_disk_is_one_line_and_exit_2(args, to_full, needle, tmp_path):
+    """Writing to a full disk (/dev/full), stdout or a named file, ends with one line
+    naming what could not be written and the OS error, exit 2, no traceback."""
+    args = [str(tmp_path / "out") if x == "OUT" else x for x in args]
+    with open(os.devnull if not to_full else "/dev/full", "w") as f:
+        code, err = _tierlab(args, stdout=f)
+    assert code == 2, err
+    last = [x for x in err.strip().splitlines() if x.startswith("tierlab: error:")]
+    assert last and needle in last[0] and "Traceback" not in err, err
+
+
+def test_a_closed_stdout_is_one_line_and_exit_2():
+    code, err = _tierlab(["list", "machines"], close_stdout=True)
+    assert code == 2 and err.strip() == "tierlab: error: standard output is closed", err

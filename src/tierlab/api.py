@@ -200,10 +200,24 @@ def run(machine="optane-2tier", workload="gups:hotset", policy="static",
                                    f"{alloc!r} explains its decisions; valid: "
                                    f"{', '.join(explaining_policies())}")
             path = writable_file(explain, "explain file")
-            with open(path, "w") as f:
+            f = open(path, "w")
+
+            def write(e):
+                try:
+                    f.write(json.dumps(e) + "\n")
+                except OSError as err:
+                    raise TierlabError(f"cannot write {path}: {err.strerror or err}") \
+                        from None
+            try:
                 for p in who:
-                    p.explain = lambda e: f.write(json.dumps(e) + "\n")
+                    p.explain = write
                 rec = sim.run()
+            finally:
+                try:
+                    f.close()
+                except OSError as err:
+                    raise TierlabError(f"cannot write {path}: {err.strerror or err}") \
+                        from None
     rec["machine"] = str(machine) if not isinstance(machine, Machine) else machine.name
     rec["scale"] = scale
     rec["migrate"] = migrate

@@ -6,6 +6,7 @@ line naming the bad value and the valid choices, and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -24,7 +25,7 @@ machines can be TOML files (see docs/machines.md); `tierlab list ...` shows the 
 
 err = Console(stderr=True)
 # piped or logged output gets wide tables instead of 80-column wrapping
-out = Console(width=None if sys.stdout.isatty() else 170)
+out = Console(width=None if sys.stdout is not None and sys.stdout.isatty() else 170)
 
 
 #: compare refuses more runs than this without --yes
@@ -147,8 +148,11 @@ def cmd_run(a) -> int:
     if a.explain:
         out.print(f"wrote {a.explain}")
     if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps([rec], indent=1))
+        try:
+            Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(a.json).write_text(json.dumps([rec], indent=1))
+        except OSError as e:
+            raise TierlabError(f"cannot write {a.json}: {e.strerror or e}") from None
         out.print(f"wrote {a.json}")
     return 0
 
@@ -562,6 +566,9 @@ def main(argv=None) -> int:
         return 2
     if getattr(a, "jobs", 1) is not None and getattr(a, "jobs", 1) < 1:
         p.error(f"bad --jobs {a.jobs}: must be >= 1")
+    if sys.stdout is None:  # started with its standard output closed (`>&-`)
+        print("tierlab: error: standard output is closed", file=sys.stderr)
+        return 2
     try:
         return a.fn(a)
     except TierlabError as e:
@@ -573,6 +580,12 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # `tierlab ... | head`: the reader left
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # a full disk, a file or directory that cannot be written
+        where = e.filename if e.filename is not None else "the output"
+        print(f"tierlab: error: cannot write {where}: {e.strerror or e}", file=sys.stderr)
+        with contextlib.suppress(OSError, ValueError):  # nothing more to flush there
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 2
 
 
 if __name__ == "__main__":
