@@ -452,19 +452,6 @@ def test_jobs_2_stops_its_workers_at_once_on_sigint_and_sigterm(sig, here, refer
     same_results(here / "out", reference)
 
 
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (from /proc)."""
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            kids.append(int(stat.parent.name))
-    return kids
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
 def test_pool_workers_die_with_a_sweep_killed_by_sigkill(here):
     """SIGKILL runs no handler in the sweep, so nothing stops its pool workers: they die
@@ -472,7 +459,7 @@ def test_pool_workers_die_with_a_sweep_killed_by_sigkill(here):
     pipe, holding the caller's stdout open."""
     p = cli("compare", *SWEEP, "--jobs", "2", "--out", "out", cwd=here)
     until(lambda: len(jsonl(here / "out")) >= 1 or p.poll() is not None, "a run")
-    kids = _children(p.pid)
+    kids = [w for w in _children(p.pid) if _is_pool_worker(w)]
     assert p.poll() is None and kids, "the sweep ended before it could be killed"
     p.kill()
     p.wait()
