@@ -16,7 +16,7 @@ from pathlib import Path
 from dataclasses import dataclass
 
 from .engine import Costs, Simulation
-from .errors import TierlabError
+from .errors import TierlabError, write_error
 from .heap import base_pages, trim
 from .machines import Machine, load_machine
 from .policies import ALLOCS, POLICIES, AllocPolicy, Policy
@@ -206,8 +206,7 @@ def run(machine="optane-2tier", workload="gups:hotset", policy="static",
                 try:
                     f.write(json.dumps(e) + "\n")
                 except OSError as err:
-                    raise TierlabError(f"cannot write {path}: {err.strerror or err}") \
-                        from None
+                    raise write_error(path, err) from None
             try:
                 for p in who:
                     p.explain = write
@@ -216,8 +215,7 @@ def run(machine="optane-2tier", workload="gups:hotset", policy="static",
                 try:
                     f.close()
                 except OSError as err:
-                    raise TierlabError(f"cannot write {path}: {err.strerror or err}") \
-                        from None
+                    raise write_error(path, err) from None
     rec["machine"] = str(machine) if not isinstance(machine, Machine) else machine.name
     rec["scale"] = scale
     rec["migrate"] = migrate

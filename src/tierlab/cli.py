@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import api
-from .errors import TierlabError
+from .errors import TierlabError, write_error
 
 EPILOG = """\
 names take parameters:  gups:hotset,hot=4GiB,size=64GiB   masim:PATH   trace:PATH
@@ -152,7 +152,7 @@ def cmd_run(a) -> int:
             Path(a.json).parent.mkdir(parents=True, exist_ok=True)
             Path(a.json).write_text(json.dumps([rec], indent=1))
         except OSError as e:
-            raise TierlabError(f"cannot write {a.json}: {e.strerror or e}") from None
+            raise write_error(a.json, e) from None
         out.print(f"wrote {a.json}")
     return 0
 

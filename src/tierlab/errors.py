@@ -9,3 +9,8 @@ class TierlabError(ValueError):
 def choices_error(kind: str, value: str, valid) -> TierlabError:
     """An error naming the bad value and the valid choices."""
     return TierlabError(f"unknown {kind} {value!r}; valid: {', '.join(sorted(valid))}")
+
+
+def write_error(path, err: OSError) -> TierlabError:
+    """An error naming a file that could not be written and the OS's reason."""
+    return TierlabError(f"cannot write {path}: {err.strerror or err}")

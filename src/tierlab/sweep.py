@@ -32,7 +32,7 @@ from pathlib import Path
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import __version__
-from .errors import TierlabError
+from .errors import TierlabError, write_error
 from .registry import Spec
 
 JSONL = "results.jsonl"
@@ -368,7 +368,7 @@ class Sweep:
         try:
             self._read_jsonl(path)
         except OSError as e:
-            raise TierlabError(f"cannot write {path}: {e.strerror or e}") from None
+            raise write_error(path, e) from None
 
     def _read_jsonl(self, path: Path) -> None:
         """Load the runs of a resumed sweep, then open results.jsonl for appending (or

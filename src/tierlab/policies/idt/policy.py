@@ -582,8 +582,7 @@ class IDT(Policy):
         d = self.prp_distance(j, near, regs)
         k = int(np.argmin(d))
         c = near[k]
-        nc = int(node[c])
-        if nc == UNALLOC or self.rank[nc] <= self.rank[int(node[j])]:
+        if self.rank[int(node[c])] <= self.rank[int(node[j])]:
             return  # "don't promote if searched region is in upper tier"
         if self.prp_rule == "public":
             if d[k] > self.prp_thres:
