@@ -1,7 +1,6 @@
 """Sizes, durations and the base page size."""
 from __future__ import annotations
 
-import math
 import numbers
 import re
 
@@ -14,6 +13,7 @@ CACHELINE = 64  #: bytes moved per memory access
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([kKmMgGtTpP]?)(i?)([bB]?)\s*$")
 _MULT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 MAX_SIZE = 1 << 60  #: 1 EiB: the largest size or bandwidth tierlab accepts
+MAX_DURATION = 1e9  #: seconds (31 years): the longest duration; in ns it fits int64
 
 
 def parse_size(text, what: str = "size") -> int:
@@ -27,6 +27,9 @@ def parse_size(text, what: str = "size") -> int:
         if not m:
             raise TierlabError(f"bad {what} {text!r}: expected a size such as 4GiB, 512MiB "
                                "or 4096")
+        if m.group(4) == "b":
+            raise TierlabError(f"bad {what} {text!r}: 'b' is bits; write bytes, such as "
+                               f"{m.group(1)}{m.group(2).upper()}iB")
         value = float(m.group(1)) * _MULT[m.group(2).lower()]
     if value > MAX_SIZE:
         raise TierlabError(f"bad {what} {text!r}: must be at most 1EiB")
@@ -46,8 +49,9 @@ def parse_duration(text, what: str = "duration") -> float:
         mult = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0, "min": 60.0,
                 "h": 3600.0}
         value = float(m.group(1)) * mult[m.group(2)]
-    if not 0 <= value < math.inf:
-        raise TierlabError(f"bad {what} {text!r}: must be a finite duration >= 0")
+    if not 0 <= value <= MAX_DURATION:
+        raise TierlabError(f"bad {what} {text!r}: must be a duration from 0 to 1e9 s "
+                           "(31 years)")
     return value
 
 
@@ -62,22 +66,3 @@ def fmt_size(nbytes: float) -> str:
 def pages(nbytes: int) -> int:
     """Whole 4 KiB pages covering nbytes."""
     return -(-int(nbytes) // PAGE)
-
-
-def parse_flag(value, what: str) -> bool:
-    """A yes/no parameter (1/0, yes/no, true/false, on/off, y/n); else a TierlabError."""
-    if isinstance(value, bool):
-        return value
-    v = str(value).strip().lower()
-    if v in ("1", "yes", "true", "on", "y"):
-        return True
-    if v in ("0", "no", "false", "off", "n"):
-        return False
-    raise TierlabError(f"bad {what} {value!r}; valid: yes, no")
-
-
-def truthy(value) -> bool:
-    """A lenient switch: a string is off only as 0, false, no, off or empty."""
-    if isinstance(value, str):
-        return value.strip().lower() not in ("0", "false", "no", "off", "")
-    return bool(value)

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..errors import TierlabError
 from ..reports.results import jsonable
 from ..units import PAGE
-from .backend import KernelOps, LinuxSim
+from .backend import LinuxSim
 
 
 def _fmt_pages(n: int) -> str:

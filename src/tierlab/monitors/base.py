@@ -39,6 +39,9 @@ def _unwrapping(attach):
 class Monitor:
     """Base class: `attach(sim)` once, then work from timers."""
 
+    #: keys tierlab sets when a policy builds its monitor, not a user's
+    internal_params = ("name", "target")
+
     def __init__(self, **params):
         self.params = params
 

@@ -101,6 +101,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TierlabError
+from ..params import parse_flag, parse_int
 from ..units import PAGE, parse_duration, parse_size
 from .base import MONITORS, Monitor
 
@@ -349,16 +350,6 @@ def _parse_target(target):
     return sorted(out)
 
 
-def _int_param(v, what, lo):
-    try:
-        x = int(v)
-    except (TypeError, ValueError):
-        raise TierlabError(f"bad {what} {v!r}: expected an integer >= {lo}") from None
-    if x < lo:
-        raise TierlabError(f"bad {what} {v!r}: must be >= {lo}")
-    return x
-
-
 # -----------------------------------------------------------------------------------
 # The monitor
 # -----------------------------------------------------------------------------------
@@ -388,11 +379,11 @@ class Damon(Monitor):
         self.aggr_interval = self.samples_per_aggr * si
         self._unit_grid = np.arange(self.samples_per_aggr + 1) / self.samples_per_aggr
         self.update_interval = parse_duration(update, "damon update interval")
-        self.min_nr_regions = _int_param(min_nr_regions, "damon min_nr_regions", 3)
-        self.max_nr_regions = _int_param(max_nr_regions, "damon max_nr_regions",
+        self.min_nr_regions = parse_int(min_nr_regions, "damon min_nr_regions", 3)
+        self.max_nr_regions = parse_int(max_nr_regions, "damon max_nr_regions",
                                          self.min_nr_regions)
         self.target = _parse_target(target)
-        self.zero_age_reset = str(zero_age_reset).lower() not in ("0", "false", "no", "off")
+        self.zero_age_reset = parse_flag(zero_age_reset, "damon zero_age_reset")
         self.name = str(name)
         z = np.zeros(0, dtype=np.int64)
         self._s, self._e, self._nr, self._last, self._age = z, z, z, z, z

@@ -60,11 +60,13 @@ import math
 
 import numpy as np
 
+from ..errors import TierlabError
 from ..field import uniq
 from ..heap import trim
 from ..kernels import (FaultCalendar, PageBits, Scratch, SortedRun, argsort_untied,
                        page_dtype, poll_faults, push_tiered, scan_arm, take_through)
-from ..units import PAGE, parse_duration, parse_size, truthy
+from ..params import parse_flag, parse_int
+from ..units import PAGE, parse_duration, parse_size
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
 from .source import RateSource
@@ -440,11 +442,12 @@ def _threads(sim) -> float:
 
 
 def _nodes(v) -> list[int]:
+    """A node list: node numbers joined by '+' (0+2), or a list of them."""
     if v is None or v == "":
         return []
-    if isinstance(v, str):
-        return [int(x) for x in v.replace("+", " ").replace(";", " ").split()]
-    return [int(x) for x in v]
+    items = v.replace("+", " ").replace(";", " ").split() if isinstance(v, str) else list(v)
+    return [parse_int(x, "hint-faults skip_nodes (node numbers joined by '+')", 0, 1023)
+            for x in items]
 
 
 # -----------------------------------------------------------------------------------
@@ -468,9 +471,11 @@ class NumaScanner(Monitor):
         self.scan_delay = parse_duration(scan_delay, "numa scan_delay")
         self.poll_s = parse_duration(poll, "numa poll")
         if self.poll_s <= 0 or self.period_min <= 0 or self.period_max < self.period_min:
-            raise ValueError("need poll > 0 and 0 < scan_period_min <= scan_period_max")
+            raise TierlabError(f"bad hint-faults poll={poll} scan_period_min={scan_period_min} "
+                               f"scan_period_max={scan_period_max}: need poll > 0 and "
+                               "0 < scan_period_min <= scan_period_max")
         self.skip_nodes = _nodes(skip_nodes)
-        self.adapt = truthy(adapt)
+        self.adapt = parse_flag(adapt, "hint-faults adapt")
         self.pte_walk_cost = parse_duration(pte_walk_cost, "pte_walk_cost")
         self.pte_update_cost = parse_duration(pte_update_cost, "pte_update_cost")
         self._subs = []

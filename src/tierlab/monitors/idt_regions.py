@@ -73,7 +73,7 @@ import numpy as np
 
 from ..errors import TierlabError
 from ..kernels import draw_pairs, ring_bits, similar_pairs
-from ..workloads._common import parse_choice, parse_number
+from ..params import parse_choice, parse_number
 from .base import MONITORS, Monitor
 from .damon import UNALLOC, Damon, Regions, _i64, hamming, scaled_regions
 
@@ -149,7 +149,8 @@ class IdtRegions(Damon):
             raise TierlabError(f"bad idt-regions history_bits={history_bits} "
                                f"window={window}: need 1 <= window <= history_bits <= "
                                f"{MAX_HISTORY_BITS}")
-        self.fisher_alpha = float(fisher_alpha)
+        self.fisher_alpha = parse_number(fisher_alpha, "idt-regions fisher_alpha", lo=0.0,
+                                         hi=1.0, lo_open=True)
         self.merge_rule = parse_choice(merge_rule, "idt-regions merge_rule",
                                        ("fisher", "public"))
         self.history = parse_choice(history, "idt-regions history", HISTORY_RULES)

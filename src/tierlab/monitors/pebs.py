@@ -33,7 +33,8 @@ import numpy as np
 
 from ..errors import TierlabError
 from ..kernels import argsort_untied, merge_sorted, unique_event_counts
-from ..units import parse_duration, parse_flag
+from ..params import parse_flag, parse_int
+from ..units import parse_duration
 from .base import MONITORS, Monitor
 from .primitives import PEBS_SAMPLE_SECONDS, PebsSampler
 
@@ -81,17 +82,17 @@ def parse_events(value) -> tuple[str, ...]:
     return tuple(e for e in EVENTS if e in evs)
 
 
-def parse_period(value) -> dict:
+def parse_period(value, what: str = "pebs period") -> dict:
     """One period for all events, or three joined by '+' (fast_load, slow_load, store)."""
     parts = _split(value) if not isinstance(value, (int, np.integer)) else [str(value)]
     try:
-        vals = [int(p) for p in parts]
-    except ValueError:
+        vals = [parse_int(p, what, 1) for p in parts]
+    except TierlabError:
         vals = []
     if len(vals) == 1:
         vals = vals * 3
-    if len(vals) != 3 or any(v < 1 for v in vals):
-        raise TierlabError(f"bad pebs period {value!r}: a positive integer such as 10007, "
+    if len(vals) != 3:
+        raise TierlabError(f"bad {what} {value!r}: a positive integer such as 10007, "
                            "or three joined by '+' (fast_load+slow_load+store)")
     return dict(zip(EVENTS, vals))
 
@@ -121,10 +122,8 @@ class Pebs(Monitor):
         self.core = parse_core(core)
         self.sample_cost = parse_duration(sample_cost, "pebs sample_cost") \
             if sample_cost is not None else PEBS_SAMPLE_SECONDS
-        try:
-            self.fast = [int(x) for x in _split(fast)]
-        except ValueError:
-            raise TierlabError(f"bad pebs fast {fast!r}: node ids joined by '+'") from None
+        self.fast = [parse_int(x, "pebs fast (node numbers joined by '+')", 0, 1023)
+                     for x in _split(fast)]
         self.name = name
         self._subs = []
         self.samples = {e: 0 for e in EVENTS}

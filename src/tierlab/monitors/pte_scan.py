@@ -38,6 +38,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
+from ..errors import TierlabError
+from ..params import parse_flag
 from ..units import parse_duration
 from .base import MONITORS, Monitor
 
@@ -89,8 +91,8 @@ class PteScan(Monitor):
         self.period = parse_duration(period, "pte-scan period")
         self.step = parse_duration(step, "pte-scan step")
         if self.period < 0 or self.step <= 0:
-            raise ValueError("pte-scan: period must be >= 0 and step > 0")
-        self.nonleaf = str(nonleaf).strip().lower() not in ("0", "false", "no", "off")
+            raise TierlabError(f"bad pte-scan step {step!r}: must be > 0")
+        self.nonleaf = parse_flag(nonleaf, "pte-scan nonleaf")
         self._check_cost = None if check_cost is None else parse_duration(check_cost,
                                                                            "check_cost")
         self._subs = []

@@ -42,6 +42,7 @@ import math
 import numpy as np
 
 from ..errors import TierlabError
+from ..params import parse_number
 from .base import MONITORS
 from .damon import Damon
 from .primitives import LEVEL_NAMES, LEVEL_SPAN
@@ -96,15 +97,10 @@ def parse_error(value) -> list[float]:
     out = []
     for part in str(value).split("/"):
         s = part.strip()
-        try:
-            x = float(s[:-1]) / 100 if s.endswith("%") else float(s)
-        except ValueError:
-            raise TierlabError(f"bad telescope-flex error {value!r}: expected a fraction "
-                               "of the region's size per level, such as 25%/15% or "
-                               "0.25") from None
-        if not math.isfinite(x) or x < 0:
-            raise TierlabError(f"bad telescope-flex error {value!r}: must be >= 0")
-        out.append(x)
+        pct = s.endswith("%")
+        out.append(parse_number(s[:-1] if pct else s, "telescope-flex error (a share of the "
+                                "region's size per level, such as 25%/15% or 0.25)", lo=0.0,
+                                hi=100.0) / (100 if pct else 1))
     return out
 
 

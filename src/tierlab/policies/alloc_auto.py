@@ -67,8 +67,8 @@ import math
 import numpy as np
 
 from ..errors import TierlabError
+from ..params import parse_number
 from ..units import parse_duration
-from ..workloads._common import parse_number
 from .alloc import ALLOCS, AllocPolicy
 
 ARMS = ("dram-preferred", "dram-always", "pm-preferred", "pm-always")

@@ -27,7 +27,8 @@ from .. import kernels
 from ..errors import TierlabError
 from ..monitors.hint_faults import NumaScanner
 from ..monitors.pte_scan import PteScan
-from ..units import PAGE, parse_duration, parse_size, truthy
+from ..params import parse_flag, parse_number
+from ..units import PAGE, parse_duration, parse_size
 from .base import POLICIES, Policy
 
 UNALLOC = 255
@@ -370,16 +371,14 @@ class AutoNumaTiering(NumaBalancingBase):
                          rate_limit_mbps=rate_limit_mbps, adjust=adjust,
                          enough_floor=enough_floor)
         self.hot_threshold = parse_duration(hot_threshold, "hot_threshold")
-        try:
-            mbps = float(rate_limit_mbps)
-        except ValueError:
-            raise TierlabError(f"bad rate_limit_mbps {rate_limit_mbps!r}: a number of MB/s"
-                               ) from None
-        if mbps <= 0 or self.hot_threshold <= 0:
-            raise TierlabError("rate_limit_mbps and hot_threshold must be > 0")
+        mbps = parse_number(rate_limit_mbps, "autonuma-tiering rate_limit_mbps (MB/s)",
+                            lo=0.0, hi=1e9, lo_open=True)
+        if self.hot_threshold <= 0:
+            raise TierlabError(f"bad autonuma-tiering hot_threshold {hot_threshold!r}: "
+                               "must be > 0")
         self.rate_limit_bytes = mbps * 2**20  # per second, full scale
         self.rate_limit = max(int(self.rate_limit_bytes // PAGE), 1)  # set in attach
-        self.adjust = truthy(adjust)
+        self.adjust = parse_flag(adjust, "autonuma-tiering adjust")
         self.enough_floor_bytes = parse_size(enough_floor, "enough_floor")
         self.enough_floor = self.enough_floor_bytes // PAGE
         self.th_period = parse_duration(scan_period_max, "scan_period_max")

@@ -87,9 +87,10 @@ import numpy as np
 
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
-from ..units import PAGE, parse_flag, parse_size
+from ..params import parse_flag, parse_number
+from ..units import PAGE, parse_size
 from .base import POLICIES, Policy
-from .tiering08 import NumaScanner, _number, _pos_duration, _pos_size, cpu_node
+from .tiering08 import NumaScanner, _pos_duration, _pos_size, cpu_node
 
 MODES = ("cpm", "opm", "exchange")
 
@@ -100,12 +101,12 @@ _POP = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 def _parse_reserve(value, what):
     v = str(value).strip()
     if v.lower().endswith("/cpu"):
-        n = _number(v[:-4], what, lo=0.0)
+        n = parse_number(v[:-4], what, lo=0.0)
         if n != int(n):
             raise TierlabError(f"bad {what} {value!r}: N/cpu takes a whole number of pages")
         return ("per_cpu", int(n))
     if v.endswith("%"):
-        return ("frac", _number(v[:-1], what, lo=0.0, hi=100.0) / 100.0)
+        return ("frac", parse_number(v[:-1], what, lo=0.0, hi=100.0) / 100.0)
     return ("bytes", parse_size(v, what))
 
 
@@ -157,7 +158,7 @@ class AutoTiering(Policy):
         self.mode = m
         self.background = m == "opm" and parse_flag(background, "autotiering background")
         self.reserve_spec = _parse_reserve(reserve, "autotiering reserve")
-        bits = _number(history, "autotiering history", lo=1, hi=8)
+        bits = parse_number(history, "autotiering history", lo=1, hi=8)
         if bits != int(bits):
             raise TierlabError(f"bad autotiering history {history!r}: a whole number 1..8")
         self.mask = np.uint8((1 << int(bits)) - 1)

@@ -47,8 +47,8 @@ import math
 import numpy as np
 
 from .. import kernels
+from ..params import parse_choice, parse_number
 from ..units import PAGE, parse_size
-from ..workloads._common import parse_choice, parse_number
 from .base import POLICIES
 from .autonuma import AutoNumaTiering, fault_migrate, migrate_room
 from .hemem import DRAM, HP, MAX_SHIFT, NONE, NVM, HeMem

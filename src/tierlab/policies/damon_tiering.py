@@ -103,6 +103,7 @@ import numpy as np
 from ..errors import TierlabError
 from ..monitors.base import MONITORS
 from ..monitors.damon import Damon
+from ..params import parse_choice, parse_flag, parse_fraction, parse_int
 from ..units import PAGE, parse_duration, parse_size
 from .base import POLICIES, Policy
 
@@ -229,33 +230,6 @@ class Scheme:
             self.set_effective_quota(mem)
 
 
-def _parse_fraction(v, what) -> float:
-    s = str(v).strip()
-    try:
-        x = float(s[:-1]) / 100 if s.endswith("%") else float(s)
-    except ValueError:
-        raise TierlabError(f"bad {what} {v!r}: expected a percentage such as 0.5%") from None
-    if not 0 <= x <= 1:
-        raise TierlabError(f"bad {what} {v!r}: must be within 0%..100%")
-    return x
-
-
-def _parse_bool(v, what) -> bool:
-    s = str(v).strip().lower()
-    if s in ("1", "true", "yes", "on"):
-        return True
-    if s in ("0", "false", "no", "off"):
-        return False
-    raise TierlabError(f"bad {what} {v!r}; valid: on, off")
-
-
-def _choice(v, what, valid):
-    s = str(v).strip().lower()
-    if s not in valid:
-        raise TierlabError(f"bad {what} {v!r}; valid: {', '.join(valid)}")
-    return s
-
-
 MONITOR_CHOICES = ("damon", "telescope-bounded", "telescope-flex")
 
 
@@ -287,18 +261,19 @@ class DamonTiering(Policy):
         self.apply = parse_duration(apply, "damon-tiering apply interval")
         if self.reset <= 0 or self.apply < 0:
             raise TierlabError("damon-tiering: reset must be > 0 and apply >= 0")
-        self.cold_free = _parse_fraction(cold_free, "damon-tiering cold_free")
-        self.hot_used = _parse_fraction(hot_used, "damon-tiering hot_used")
-        self.goal_offset = _choice(goal_offset, "damon-tiering goal_offset", ("high", "none"))
+        self.cold_free = parse_fraction(cold_free, "damon-tiering cold_free")
+        self.hot_used = parse_fraction(hot_used, "damon-tiering hot_used")
+        self.goal_offset = parse_choice(goal_offset, "damon-tiering goal_offset", ("high", "none"))
         min_age_s = parse_duration(min_age, "damon-tiering min_age")
         self.min_age = int(math.ceil(min_age_s / self.monitor.aggr_interval - 1e-9))
-        hot_frac = _parse_fraction(hot, "damon-tiering hot")
+        hot_frac = parse_fraction(hot, "damon-tiering hot")
         mx = self.monitor.max_nr_accesses
         self.hot_min_nr = max(1, int(hot_frac * mx + 1e-9)) if hot_frac > 0 else 0
-        self.promote = _choice(promote, "damon-tiering promote", ("all", "next", "top"))
-        self.young = _parse_bool(young, "damon-tiering young")
-        self.weight_nr, self.weight_age = int(weight_nr), int(weight_age)
-        self.esz_init = _choice(esz_init, "damon-tiering esz_init", ("boot", "zero"))
+        self.promote = parse_choice(promote, "damon-tiering promote", ("all", "next", "top"))
+        self.young = parse_flag(young, "damon-tiering young")
+        self.weight_nr = parse_int(weight_nr, "damon-tiering weight_nr", 0, 2**32 - 1)
+        self.weight_age = parse_int(weight_age, "damon-tiering weight_age", 0, 2**32 - 1)
+        self.esz_init = parse_choice(esz_init, "damon-tiering esz_init", ("boot", "zero"))
         self.schemes: list[Scheme] = []
         self._counts: dict = {}
         self._next_apply = 0.0

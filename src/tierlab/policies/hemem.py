@@ -73,8 +73,8 @@ from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..kernels import halve_at
 from ..monitors.pebs import Pebs, parse_core, parse_period
-from ..units import HUGE, PAGE, parse_duration, parse_flag, parse_size
-from ..workloads._common import parse_choice
+from ..params import parse_choice, parse_flag, parse_int
+from ..units import HUGE, PAGE, parse_duration, parse_size
 from .base import POLICIES, Policy
 
 HP = HUGE // PAGE  #: 4 KiB pages per 2 MiB page
@@ -86,16 +86,6 @@ ROUNDS = 32  #: most sequential sample rounds per poll
 WRITE_RATE_TAU = 1.0  #: seconds, decay of the per-page store-sample rate estimate
 MAX_SHIFT = 62
 COPY_MODES = ("threads", "dma")
-
-
-def _int(v, what: str, lo: int = 0) -> int:
-    try:
-        x = int(str(v).strip())
-    except ValueError:
-        raise TierlabError(f"bad hemem {what} {v!r}: expected an integer >= {lo}") from None
-    if x < lo:
-        raise TierlabError(f"bad hemem {what} {v!r}: expected an integer >= {lo}")
-    return x
 
 
 def halve(counts, page_clock, clock):
@@ -134,21 +124,21 @@ class HeMem(Policy):
                          budget=budget, write_first=write_first, copy=copy,
                          copy_threads=copy_threads, dma_bw=dma_bw, wp=wp, core=core,
                          sample_cost=sample_cost, busy=busy, stores=stores)
-        self.period = parse_period(period)
+        self.period = parse_period(period, "hemem period")
         self.poll = poll
         self.interval = parse_duration(interval, "hemem interval")
         if self.interval <= 0:
             raise TierlabError(f"bad hemem interval {interval!r}: must be > 0")
-        self.hot_reads = _int(hot_reads, "hot_reads", 1)
-        self.hot_writes = _int(hot_writes, "hot_writes", 1)
-        self.cooling = _int(cooling, "cooling", 1)
-        self.cool_pages = _int(cool_pages, "cool_pages", 1)
+        self.hot_reads = parse_int(hot_reads, "hemem hot_reads", 1)
+        self.hot_writes = parse_int(hot_writes, "hemem hot_writes", 1)
+        self.cooling = parse_int(cooling, "hemem cooling", 1)
+        self.cool_pages = parse_int(cool_pages, "hemem cool_pages", 1)
         self.budget = parse_size(budget, "hemem budget")
         self.write_first = parse_flag(write_first, "hemem write_first")
         self.copy = str(copy).strip().lower()
         if self.copy not in COPY_MODES:
             raise TierlabError(f"bad hemem copy {copy!r}; valid: {', '.join(COPY_MODES)}")
-        self.copy_threads = _int(copy_threads, "copy_threads", 1)
+        self.copy_threads = parse_int(copy_threads, "hemem copy_threads", 1)
         self.dma_bw = parse_size(dma_bw, "hemem dma_bw")
         if self.dma_bw <= 0:
             raise TierlabError(f"bad hemem dma_bw {dma_bw!r}: must be > 0")

@@ -27,8 +27,8 @@ import numpy as np
 from ..engine.frames import JC_PAGE_HEAT
 from ..errors import TierlabError
 from ..monitors.pebs import Pebs
+from ..params import parse_int
 from ..units import parse_duration
-from ..workloads._common import parse_number
 from .base import POLICIES
 from .static import Static
 
@@ -74,14 +74,14 @@ class JCDynamic(_MemoryMode):
         if frames not in ("jc", "random"):
             raise TierlabError(f"bad jc-dynamic frames {frames!r}; valid: jc, random")
         self.frame_allocator = frames
-        self.period = _positive_int(period, "period")
-        self.store_weight = _positive_int(store_weight, "store_weight")
-        self.window = _positive_int(window, "window")
+        self.period = parse_int(period, "jc-dynamic period", 1)
+        self.store_weight = parse_int(store_weight, "jc-dynamic store_weight", 1)
+        self.window = parse_int(window, "jc-dynamic window", 1)
         self.interval = parse_duration(interval, "jc-dynamic interval")
         if self.interval <= 0:
             raise TierlabError(f"bad jc-dynamic interval {interval!r}: must be > 0")
-        self.max_moves = _positive_int(max_moves, "max_moves")
-        self.hot_heat = _positive_int(hot_heat, "hot_heat")
+        self.max_moves = parse_int(max_moves, "jc-dynamic max_moves", 1)
+        self.hot_heat = parse_int(hot_heat, "jc-dynamic hot_heat", 1)
         self._win: deque = deque()
         self._win_samples = 0
         self.remaps = 0
@@ -163,5 +163,3 @@ class JCDynamic(_MemoryMode):
                 "window_samples": self._win_samples}
 
 
-def _positive_int(value, what: str) -> int:
-    return int(parse_number(value, f"jc-dynamic {what}", lo=1, integer=True))

@@ -163,7 +163,8 @@ from ..engine.memory import BLOCK, UNALLOC
 from ..errors import TierlabError
 from ..kernels import cooled_bins, memtis_cool, set_counts, split_bins, unique_counts
 from ..monitors.pebs import Pebs, parse_core
-from ..units import PAGE, parse_duration, parse_flag, parse_size
+from ..params import parse_flag, parse_int
+from ..units import PAGE, parse_duration, parse_size
 from .base import POLICIES, Policy
 from .hemem import HP, halve
 
@@ -190,17 +191,6 @@ FLOORS = ("paper", "kernel")
 SPLIT_MAX = 50  #: deferred_split_scan_for_htmm's nr_max per node per pass
 MAX_SHIFT = 62
 _POW2 = (1 << np.arange(NBINS, dtype=np.int64))  # 2^0 .. 2^15
-
-
-def _int(v, what: str, lo: int, hi: int | None = None) -> int:
-    rng = f"an integer in [{lo}, {hi}]" if hi is not None else f"an integer >= {lo}"
-    try:
-        x = int(str(v).strip())
-    except ValueError:
-        raise TierlabError(f"bad memtis {what} {v!r}: expected {rng}") from None
-    if x < lo or (hi is not None and x > hi):
-        raise TierlabError(f"bad memtis {what} {v!r}: expected {rng}")
-    return x
 
 
 def _pos_duration(v, what: str) -> float:
@@ -255,26 +245,26 @@ class Memtis(Policy):
                          split_period=split_period, split_max=split_max, latency=latency,
                          floors=floors, core=core, sample_cost=sample_cost,
                          split_cost=split_cost, scan_cost=scan_cost)
-        self.load_period = _int(load_period, "load_period", 1)
-        self.store_period = _int(store_period, "store_period", 1)
-        self.quota = _int(quota, "quota", 0, 1000)
+        self.load_period = parse_int(load_period, "memtis load_period", 1)
+        self.store_period = parse_int(store_period, "memtis store_period", 1)
+        self.quota = parse_int(quota, "memtis quota", 0, 1000)
         self.cpu_window = _pos_duration(cpu_window, "cpu_window")
         self.poll = poll
         _pos_duration(poll, "poll")
         self.interval = _pos_duration(interval, "interval")
-        self.adaptation = _int(adaptation, "adaptation", 1)
-        self.cooling_period = _int(cooling, "cooling", 1)
+        self.adaptation = parse_int(adaptation, "memtis adaptation", 1)
+        self.cooling_period = parse_int(cooling, "memtis cooling", 1)
         self.cooling_alloc = parse_size(cooling_alloc, "memtis cooling_alloc")
         if self.cooling_alloc <= 0:
             raise TierlabError(f"bad memtis cooling_alloc {cooling_alloc!r}: expected a "
                                "size > 0")
-        self.thres_hot = _int(thres_hot, "thres_hot", 1, 15)
+        self.thres_hot = parse_int(thres_hot, "memtis thres_hot", 1, 15)
         self.warm = parse_flag(warm, "memtis warm")
         self.skip_cooling = parse_flag(skip_cooling, "memtis skip_cooling")
         self.split_on = parse_flag(split, "memtis split")
-        self.gamma = _int(gamma, "gamma", 0, 10)
-        self.split_period = _int(split_period, "split_period", 0, 62)
-        self.split_max = _int(split_max, "split_max", 1)
+        self.gamma = parse_int(gamma, "memtis gamma", 0, 10)
+        self.split_period = parse_int(split_period, "memtis split_period", 0, 62)
+        self.split_max = parse_int(split_max, "memtis split_max", 1)
         self.latency = str(latency).strip().lower()
         if self.latency not in LATENCIES:
             raise TierlabError(f"bad memtis latency {latency!r}; valid: "

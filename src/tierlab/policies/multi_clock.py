@@ -58,20 +58,9 @@ import numpy as np
 
 from ..engine.lru import PROMOTE
 from ..errors import TierlabError
-from ..units import PAGE, parse_duration, parse_flag, parse_size
+from ..params import parse_flag, parse_fraction
+from ..units import PAGE, parse_duration, parse_size
 from .base import POLICIES, Policy
-
-
-def _fraction(value, what):
-    v = str(value).strip()
-    try:
-        x = float(v[:-1]) / 100 if v.endswith("%") else float(v)
-    except ValueError:
-        raise TierlabError(f"bad {what} {value!r}: expected a fraction (0.125) or a "
-                           f"percentage (12.5%)") from None
-    if not 0 < x <= 1:
-        raise TierlabError(f"bad {what} {value!r}: must be in (0, 1] (or 0-100%)")
-    return x
 
 
 @POLICIES.register("multi-clock")
@@ -85,7 +74,7 @@ class MultiClock(Policy):
         self.period = parse_duration(period, "multi-clock period")
         if self.period <= 0:
             raise TierlabError(f"bad multi-clock period {period!r}: must be > 0")
-        self.scan = _fraction(scan, "multi-clock scan")
+        self.scan = parse_fraction(scan, "multi-clock scan", lo_open=True)
         self.scan_min_bytes = parse_size(scan_min, "multi-clock scan_min")
         self.scan_max_bytes = parse_size(scan_max, "multi-clock scan_max")
         self.make_room = parse_flag(make_room, "multi-clock make_room")

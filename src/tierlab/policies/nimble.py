@@ -118,7 +118,8 @@ from ..engine.lru import ACTIVE, PROMOTE, REFERENCED
 from ..engine.memory import BLOCK
 from ..errors import TierlabError
 from ..kernels import LruLists, Scratch, list_counts, nimble_active, nimble_inactive
-from ..units import PAGE, parse_duration, parse_flag
+from ..params import parse_flag, parse_int
+from ..units import PAGE, parse_duration
 from .base import POLICIES, Policy
 
 #: kswapd-like CPU per page examined on a list (engine `Costs.reclaim_scan_s`)
@@ -153,17 +154,6 @@ def _take_oldest(row, n: int) -> None:
         row[k] = c[k] - n
 
 
-def _int(v, what: str, lo: int, hi: int) -> int:
-    try:
-        x = int(str(v).strip())
-    except ValueError:
-        raise TierlabError(f"bad nimble {what} {v!r}: expected an integer in {lo}..{hi}") \
-            from None
-    if not lo <= x <= hi:
-        raise TierlabError(f"bad nimble {what} {v!r}: expected an integer in {lo}..{hi}")
-    return x
-
-
 @POLICIES.register("nimble")
 class Nimble(Policy):
     """Nimble (ASPLOS'19): mm_manage every 5 s ages half of Linux's LRU lists, then
@@ -183,10 +173,10 @@ class Nimble(Policy):
         if self.mode not in MODES:
             raise TierlabError(f"bad nimble mode {mode!r}; valid: {', '.join(MODES)}")
         v = str(nr_pages).strip().lower()
-        self.nr_pages = None if v in ("all", "max") else _int(nr_pages, "nr_pages", 1,
+        self.nr_pages = None if v in ("all", "max") else parse_int(nr_pages, "nimble nr_pages", 1,
                                                                    2 ** 52)
         self.shrink = parse_flag(shrink, "nimble shrink")
-        self.mt = _int(mt, "mt (copy threads)", 1, 64)
+        self.mt = parse_int(mt, "nimble mt (copy threads)", 1, 64)
         self._scratch = Scratch()  # the aged lists' pages, kept between passes
 
     # -- setup ----------------------------------------------------------------------

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..engine.lru import REFERENCED
 from ..kernels import unique_in_order
-from ..workloads._common import parse_number
+from ..params import parse_number
 from .autonuma import UNALLOC
 from .base import POLICIES
 from .tpp import Tpp

@@ -35,10 +35,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.memory import UNALLOC
 from ..engine.throughput import loaded_factor
+from ..params import parse_choice, parse_number
 from ..units import parse_duration
-from ..workloads._common import parse_choice, parse_number
 from .base import POLICIES, Policy
 
 

@@ -57,7 +57,8 @@ from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..monitors.damon import Damon
 from ..monitors.idt_regions import IdtRegions
-from ..units import PAGE, parse_duration
+from ..params import parse_number
+from ..units import PAGE
 from .base import POLICIES, Policy
 
 CAP_DOWN, CAP_UP = 0.8, 0.05  #: the loaded-latency cap's steps (multiplicative, additive)
@@ -90,13 +91,8 @@ class Tierlab(Policy):
                                            min_nr_regions=min_nr_regions,
                                            max_nr_regions=max_nr_regions,
                                            name=f"tierlab-{monitor}", **extra)
-        try:
-            self.margin = float(margin)
-        except ValueError:
-            self.margin = -1.0
-        if not 0 < self.margin < 1e6:
-            raise TierlabError(f"bad tierlab margin {margin!r}: a number > 0 (the gain a "
-                               "move must repay, in multiples of its cost)")
+        self.margin = parse_number(margin, "tierlab margin (the gain a move must repay, in "
+                                   "multiples of its cost)", lo=0.0, hi=1e6, lo_open=True)
         self.explain = None
         self.budget_share = 1.0
         self.promoted = self.demoted = self.refused_noise = self.refused_cost = 0
@@ -161,7 +157,6 @@ class Tierlab(Policy):
 
     # -- the decision ---------------------------------------------------------------------
     def decide(self, mon, now: float) -> None:
-        sim = self.sim
         self.decisions += 1
         r = mon.regions
         s, e = np.asarray(r.start, dtype=np.int64), np.asarray(r.end, dtype=np.int64)

@@ -91,7 +91,6 @@ Assumptions where the sources are silent (each is a parameter):
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -102,7 +101,8 @@ from ..kernels import PageBits, page_dtype
 from ..monitors.base import Monitor, backend_of
 from ..monitors.hint_faults import make_hint_faults
 from ..monitors.primitives import PTE_CHECK_SECONDS
-from ..units import PAGE, parse_duration, parse_flag, parse_size
+from ..params import parse_flag
+from ..units import PAGE, parse_duration, parse_size
 from .base import POLICIES, Policy
 
 
@@ -120,16 +120,6 @@ def _pos_size(value, what: str, allow_zero: bool = False) -> int:
     x = parse_size(value, what)
     if x == 0 and not allow_zero:
         raise TierlabError(f"bad {what} {value!r}: must be > 0")
-    return x
-
-
-def _number(value, what: str, lo=None, hi=None) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise TierlabError(f"bad {what} {value!r}: expected a number") from None
-    if not math.isfinite(x) or (lo is not None and x < lo) or (hi is not None and x > hi):
-        raise TierlabError(f"bad {what} {value!r}: must be in [{lo}, {hi}]")
     return x
 
 

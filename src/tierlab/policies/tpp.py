@@ -36,8 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TierlabError
-from ..units import truthy
+from ..params import parse_flag, parse_int
 from .autonuma import UNALLOC, Kswapd, NumaBalancingBase, lru_victims
 from .base import POLICIES
 
@@ -56,14 +55,9 @@ class Tpp(NumaBalancingBase):
                          scan_period_max=scan_period_max, scan_delay=scan_delay, poll=poll,
                          toptier=toptier, demote_scale_factor=demote_scale_factor,
                          arm_demoted=arm_demoted)
-        try:
-            self.demote_scale_factor = int(demote_scale_factor)
-        except ValueError:
-            raise TierlabError(f"bad demote_scale_factor {demote_scale_factor!r}: an "
-                               "integer in 1..10000 (fractions of 10,000)") from None
-        if not 1 <= self.demote_scale_factor <= 10000:
-            raise TierlabError("demote_scale_factor must be in 1..10000")
-        self.arm_demoted = truthy(arm_demoted)
+        self.demote_scale_factor = parse_int(
+            demote_scale_factor, "tpp demote_scale_factor (parts of 10,000)", 1, 10000)
+        self.arm_demoted = parse_flag(arm_demoted, "tpp arm_demoted")
         self._demoted = []
         self.marked = 0
         self.demoted_armed = 0

@@ -3,65 +3,20 @@ default amounts of work, and compact field builders."""
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
-from ..errors import TierlabError
 from ..field import RateField
-from ..units import PAGE, fmt_size, parse_size
+from ..params import parse_number
+from ..units import PAGE
 
 # ---------------------------------------------------------------------------------
 
 DRAM_NS = 81.0  #: idle local DRAM latency used to size default work (ALGORITHMS.md)
+#: the most work a workload may be given (updates, ops, sweeps, iterations): 1e15
+#: accesses at 1e9/s is eleven days of simulated time
+MAX_WORK = 1e15
 DRAM_BW = 105e9  #: DRAM read bandwidth per socket (bytes/s) used to size default work
-
-_NUM = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGtT]?)\s*$")
-_DEC = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-
-
-def parse_number(value, what: str, *, lo=None, hi=None, lo_open=False, integer=False):
-    """A number given as int/float or text ('16', '0.9', '1e9', '2.5G' = 2.5e9).
-
-    Range violations and junk raise TierlabError naming the parameter and the value.
-    """
-    if isinstance(value, bool):
-        raise TierlabError(f"bad {what} {value!r}: expected a number")
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        x = float(value)
-    else:
-        m = _NUM.match(str(value))
-        if not m:
-            raise TierlabError(
-                f"bad {what} {value!r}: expected a number such as 16, 0.9, 1e9 or 2G")
-        x = float(m.group(1)) * _DEC[m.group(2).lower()]
-    if not math.isfinite(x):
-        raise TierlabError(f"bad {what} {value!r}: must be finite")
-    if integer:
-        if abs(x - round(x)) > 1e-9 * max(1.0, abs(x)):
-            raise TierlabError(f"bad {what} {value!r}: must be a whole number")
-        x = int(round(x))
-    if lo is not None and (x < lo or (lo_open and x == lo)):
-        raise TierlabError(f"bad {what} {value!r}: must be {'>' if lo_open else '>='} {lo}")
-    if hi is not None and x > hi:
-        raise TierlabError(f"bad {what} {value!r}: must be <= {hi}")
-    return x
-
-
-def parse_bytes(value, what: str, *, minimum: int = 1) -> int:
-    """A size in bytes ('64GiB', '4G', 4096) that must be >= minimum."""
-    n = parse_size(value, what)
-    if n < minimum:
-        raise TierlabError(f"bad {what} {value!r}: must be at least {fmt_size(minimum)}")
-    return n
-
-
-def parse_choice(value, what: str, choices) -> str:
-    v = str(value).strip().lower()
-    if v not in choices:
-        raise TierlabError(f"bad {what} {value!r}; valid: {', '.join(choices)}")
-    return v
-
 
 def scaled_pages(nbytes: float, scale: float) -> int:
     """Pages covering nbytes x scale (at least one)."""
@@ -129,8 +84,9 @@ def points_over_floor(npages: int, lo: int, hi: int, floor_r: float, floor_w: fl
 
 
 def common_params(threads, compute_ns, mlp, *, what: str):
-    """Parse the threads / compute_ns / mlp parameters every workload takes."""
-    t = parse_number(threads, f"{what} threads", lo=1, integer=True)
-    c = parse_number(compute_ns, f"{what} compute_ns", lo=0.0)
-    m = parse_number(mlp, f"{what} mlp", lo=0.0, lo_open=True)
+    """Parse the threads / compute_ns / mlp parameters every workload takes (at most
+    65,536 threads, 1 s of compute per unit of work, 1,024 misses in flight)."""
+    t = parse_number(threads, f"{what} threads", lo=1, hi=65536, integer=True)
+    c = parse_number(compute_ns, f"{what} compute_ns", lo=0.0, hi=1e9)
+    m = parse_number(mlp, f"{what} mlp", lo=0.0, hi=1024.0, lo_open=True)
     return t, c, m

@@ -50,11 +50,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import TierlabError
 from ..field import RateField
-from ..units import PAGE, fmt_size, parse_flag
+from ..params import parse_choice, parse_flag, parse_number
+from ..units import PAGE, fmt_size
 from .base import WORKLOADS, Change, Workload
-from ._common import (common_params, default_work, parse_choice, parse_number,
-                   parse_scale)
+from ._common import MAX_WORK, common_params, default_work, parse_scale
 
 VPP = PAGE // 8  # vertices per page of an 8-byte property array
 EXACT_LIMIT = 1 << 22  # vertices drawn one by one up to this many
@@ -173,17 +174,20 @@ class Graph(Workload):
     """Power-law graph kernel (GAPBS-like pr or bc): CSR sweeps, degree-skewed vertices."""
 
     def __init__(self, variant=None, vertices=800_000_000, avg_degree=16, alpha=2.0,
-                 iterations=None, kernel="pr", sorted="no", threads=16, compute_ns=1.0, mlp=8.0,
+                 iterations=None, kernel=None, sorted="no", threads=16, compute_ns=1.0, mlp=8.0,
                  detail=65536, scale=1.0, seed=0):
         super().__init__()
         scale = parse_scale(scale)
         self.threads, self.compute_ns, self.mlp = common_params(threads, compute_ns, mlp,
                                                                 what="graph")
         # `graph:bc` names the kernel as a variant; `graph:kernel=bc` works too
-        self.kernel = parse_choice(variant or kernel, "graph kernel", tuple(KERNELS))
+        if variant is not None and kernel is not None:
+            raise TierlabError(f"bad graph spec: the kernel is given twice (graph:{variant} "
+                               f"and kernel={kernel}); give one")
+        self.kernel = parse_choice(variant or kernel or "pr", "graph kernel", tuple(KERNELS))
         self.sorted = parse_flag(sorted, "graph sorted")
         V0 = parse_number(vertices, "graph vertices", lo=1, integer=True)
-        d = parse_number(avg_degree, "graph avg_degree", lo=0.0, lo_open=True)
+        d = parse_number(avg_degree, "graph avg_degree", lo=0.0, hi=1e6, lo_open=True)
         self.alpha = parse_number(alpha, "graph alpha", lo=1.0, hi=10.0, lo_open=True)
         self.detail = parse_number(detail, "graph detail", lo=1, integer=True)
         self.seed = int(seed)
@@ -208,7 +212,7 @@ class Graph(Workload):
             self.iterations = max(1, round(w / (passes * E / scale)))
         else:
             self.iterations = parse_number(iterations, "graph iterations", lo=0.0,
-                                           lo_open=True)
+                                           hi=MAX_WORK, lo_open=True)
         self.total_work = float(self.iterations * passes * E)
         self.params = {"kernel": self.kernel, "vertices": V, "edges": E, "avg_degree": d,
                        "alpha": self.alpha, "sorted": self.sorted,

@@ -47,9 +47,10 @@ import numpy as np
 
 from ..errors import TierlabError
 from ..field import RateField, uniq
+from ..params import parse_bytes, parse_choice, parse_number
 from ..units import PAGE, fmt_size, parse_duration, parse_size
-from ._common import (DRAM_NS, common_params, default_work, parse_bytes, parse_choice,
-                      parse_number, parse_scale, points_over_floor, scaled_pages)
+from ._common import (DRAM_NS, MAX_WORK, common_params, default_work, parse_scale,
+                      points_over_floor, scaled_pages)
 from .base import WORKLOADS, Change, Workload, ranges
 
 # ---------------------------------------------------------------------------------
@@ -62,6 +63,12 @@ GUPS_VARIANTS = ("uniform", "hotset", "dynamic", "gupspp")
 @WORKLOADS.register("gups")
 class Gups(Workload):
     """GUPS random updates: uniform, hotset, dynamic (moving hot set), gupspp (scattered items)."""
+
+    #: the parameters that apply to some variants only (registry.py refuses the rest)
+    variant_params = {"hot": ("hotset", "dynamic", "gupspp"),
+                      "hot_frac": ("hotset", "dynamic", "gupspp"),
+                      "hot_start": ("hotset", "dynamic"), "move": ("dynamic",),
+                      "item": ("gupspp",), "max_hot_pages": ("gupspp",)}
 
     def __init__(self, variant="uniform", size="64GiB", hot=None, hot_frac=0.9,
                  hot_start="end", move="150s", item=None, updates=None, threads=16,
@@ -135,14 +142,12 @@ class Gups(Workload):
                     f"lower hot or raise max_hot_pages")
             self.hot_items = nitems_hot
             params.update(hot=fmt_size(nitems_hot * it), item=it, hot_frac=self.hot_frac)
-        if item is not None and v != "gupspp":
-            raise TierlabError("gups item applies to the gupspp variant only")
 
         if updates is None:
             secs = 4 * self.move_s if v == "dynamic" else 90.0
             w = default_work(2.0, self.compute_ns, self.threads, self.mlp, secs) * scale
         else:
-            w = parse_number(updates, "gups updates", lo=0.0, lo_open=True) * scale
+            w = parse_number(updates, "gups updates", lo=0.0, hi=MAX_WORK, lo_open=True) * scale
         self.total_work = float(w)
         params["updates"] = self.total_work
         self.params = params

@@ -57,9 +57,10 @@ import numpy as np
 
 from ..errors import TierlabError
 from ..field import RateField
+from ..params import parse_int, parse_number
 from ..units import PAGE, fmt_size, parse_size
 from .base import WORKLOADS, Change, Workload
-from ._common import common_params, parse_number, parse_scale
+from ._common import common_params, parse_scale
 
 RW_MODES = ("ro", "wo", "rw")
 DEFAULT_RW = "wo"  # masim.c: default_rw_mode = WRITE_ONLY
@@ -162,6 +163,8 @@ def parse_config(path) -> MasimConfig:
         name, size = f[0], f[1]
         if not name:
             raise err(no, "empty region name")
+        if not name.isprintable():
+            raise err(no, f"region name {name!r} holds a control character")
         if name in names:
             raise err(no, f"region {name!r} defined twice")
         try:
@@ -181,14 +184,15 @@ def parse_config(path) -> MasimConfig:
         no0, pname = para[0]
         if len(para) < 2:
             raise err(no0, f"phase {pname!r} has no duration line")
+        if not pname.isprintable():
+            raise err(no0, f"phase name {pname!r} holds a control character")
         no1, dur = para[1]
         try:
-            ms = float(dur)
-            if not 0 <= ms <= MAX_PHASE_MS:
-                raise ValueError
-        except ValueError:
+            ms = parse_number(dur, "duration", lo=0.0, lo_open=True, hi=MAX_PHASE_MS)
+        except TierlabError:
             raise err(no1, f"bad duration {dur!r} for phase {pname!r}: expected "
-                           f"milliseconds from 0 to {MAX_PHASE_MS:.0e}") from None
+                           f"milliseconds, more than 0 and at most {MAX_PHASE_MS:.0e}"
+                      ) from None
         if len(para) < 3:
             raise err(no1, f"phase {pname!r} has no access pattern lines")
         ph = Phase(pname, ms, line=no0)
@@ -203,17 +207,13 @@ def parse_config(path) -> MasimConfig:
                 raise err(no, f"bad random flag {f[1]!r}: expected 1 (random) or 0 "
                               f"(sequential)")
             try:
-                stride = int(f[2])
-                if stride <= 0:
-                    raise ValueError
-            except ValueError:
+                stride = parse_int(f[2], "stride", 1)
+            except TierlabError:
                 raise err(no, f"bad stride {f[2]!r}: expected a positive number of "
                               f"bytes") from None
             try:
-                prob = float(f[3])
-                if not np.isfinite(prob) or prob < 0:
-                    raise ValueError
-            except ValueError:
+                prob = parse_number(f[3], "probability", lo=0.0)
+            except TierlabError:
                 raise err(no, f"bad probability {f[3]!r}: expected a number >= 0") from None
             rw = DEFAULT_RW
             if len(f) == 5:

@@ -23,9 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..field import RateField
+from ..params import parse_bytes, parse_number
 from ..units import PAGE, fmt_size
 from .base import WORKLOADS, Change, Workload
-from ._common import common_params, default_work, parse_bytes, parse_number, parse_scale
+from ._common import MAX_WORK, common_params, default_work, parse_scale
 
 
 @WORKLOADS.register("stream")
@@ -58,7 +59,8 @@ class Stream(Workload):
             w = default_work(reads + writes, self.compute_ns, self.threads, self.mlp)
             self.sweeps = max(1.0, round(w / (self.elements / scale)))
         else:
-            self.sweeps = parse_number(sweeps, "stream sweeps", lo=0.0, lo_open=True)
+            self.sweeps = parse_number(sweeps, "stream sweeps", lo=0.0, hi=MAX_WORK,
+                                       lo_open=True)
         self.total_work = float(self.sweeps * self.elements)
         self.params = {"size": fmt_size(self.npages * PAGE), "arrays": k,
                        "sweeps": self.sweeps, "threads": self.threads}

@@ -80,10 +80,11 @@ import numpy as np
 
 from ..errors import TierlabError
 from ..field import RateField
+from ..params import parse_choice, parse_number
 from ..units import PAGE, fmt_size
 from .base import WORKLOADS, Change, Workload
 from ..field import uniq
-from ._common import common_params, parse_choice, parse_number, parse_scale
+from ._common import common_params, parse_scale
 
 VERSION = 1
 PG_MAGIC = 0x5047454D50524731

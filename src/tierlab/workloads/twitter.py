@@ -49,9 +49,10 @@ import numpy as np
 
 from ..errors import TierlabError
 from ..field import RateField
+from ..params import parse_bytes, parse_number
 from ..units import PAGE, fmt_size
 from .base import WORKLOADS, Change, Workload
-from ._common import common_params, parse_bytes, parse_number, parse_scale
+from ._common import common_params, parse_scale
 
 LINES = PAGE // 64  #: cache lines per (page-sized) object
 

@@ -59,10 +59,10 @@ import numpy as np
 
 from ..errors import TierlabError
 from ..field import RateField
+from ..params import parse_bytes, parse_choice, parse_number
 from ..units import PAGE, fmt_size
 from .base import WORKLOADS, Change, Workload, ranges
-from ._common import (common_params, default_work, parse_bytes, parse_choice, parse_number,
-                   parse_scale, sum_by_key)
+from ._common import MAX_WORK, common_params, default_work, parse_scale, sum_by_key
 
 MIXES = {
     "a": ({"read": 0.5, "update": 0.5}, "zipfian"),
@@ -126,6 +126,9 @@ def fnv64(vals, seed: int = 0) -> np.ndarray:
 class Ycsb(Workload):
     """YCSB core workloads a-f on a key-value heap; D and E inserts grow the heap."""
 
+    #: scans (and their length) are in workload E only
+    variant_params = {"scan_max": ("e",)}
+
     def __init__(self, variant="a", records=None, record="1KiB", dist=None, theta=0.99,
                  ops=None, threads=8, compute_ns=200.0, mlp=4.0, detail=65536, steps=50,
                  scan_max=100, scale=1.0, seed=0):
@@ -169,7 +172,7 @@ class Ycsb(Workload):
                 w = min(w, n0 / m["insert"])
             w = float(f"{w:.3g}") * scale
         else:
-            w = parse_number(ops, "ycsb ops", lo=0.0, lo_open=True) * scale
+            w = parse_number(ops, "ycsb ops", lo=0.0, hi=MAX_WORK, lo_open=True) * scale
         self.total_work = float(w)
         self.inserts = int(round(m["insert"] * self.total_work))
         self.keyspace = self.records + 2 * self.inserts  # YCSB: insertcount + expectednewkeys

@@ -110,8 +110,8 @@ from ...errors import TierlabError
 from ...kernels import fill_ranges, seen_below
 from ...monitors.base import MONITORS
 from ...monitors.idt_regions import HISTORY_RULES, history_distance
+from ...params import parse_choice, parse_flag, parse_fraction, parse_int, parse_number
 from ...units import parse_size
-from ...workloads._common import parse_choice, parse_number
 from ..base import POLICIES, Policy
 from .agent import ACTIONS, REWARDS, PPOAgent, age_thres_for, reward, reward_paper, state_of
 
@@ -124,19 +124,13 @@ PRP_THRES = {"public": 5.0, "sum": 0.25}
 #: candidates up to 100 of them, about 1 GB)
 PRP_UNITS = 100
 
+#: IDT's region monitor as the public code runs it (docs/idt.md): the policy's
+#: `history`, `history_bits`, `age_rule` and `split_at` default to these
+REGION_MONITOR_DEFAULTS = dict(history="sample", history_bits=1024, age_rule="idt",
+                               split_at="middle")
+
 #: the agent pre-trained by scripts/pretrain_idt.py on GUPS uniform / hot set / moving
 SHIPPED_WEIGHTS = Path(__file__).resolve().parents[2] / "data" / "idt" / "ppo_gups.npz"
-
-
-def _fraction(v, what: str) -> float:
-    s = str(v).strip()
-    try:
-        x = float(s[:-1]) / 100 if s.endswith("%") else float(s)
-    except ValueError:
-        raise TierlabError(f"bad idt {what} {v!r}: expected e.g. 10% or 0.1") from None
-    if not 0 <= x < 1:
-        raise TierlabError(f"bad idt {what} {v!r}: must be in [0, 100%)")
-    return x
 
 
 @POLICIES.register("idt")
@@ -151,6 +145,7 @@ class IDT(Policy):
     #: pages and regions demoted, and the reward of its previous decision with its
     #: parts; then the regions ARP and PRP promoted since the last line
     explain_fields = ("t", "nodes", "arp_promoted", "prp_promoted", "prp_thres")
+    internal_params = ("explain",)  #: set by `--explain`, not a user's key
     default_monitor = "idt-regions"
     #: a callable returning the object that decides (act / give_reward / pending /
     #: updates, as PPOAgent); None: IDT's own PPO agent
@@ -161,8 +156,8 @@ class IDT(Policy):
     def __init__(self, monitor=None, demote_wmark="10%", critical_wmark="1%",
                  accept_free="1%", age_thres=None, prp=None, prp_window="1GiB",
                  prp_thres=None, prp_rule="public", aggressive="paper", reward="paper",
-                 gamma=0.9, age_cmp="ge", sample="10ms", aggr="1s", history="sample",
-                 history_bits=1024, age_rule="idt", split_at="middle", arp="all",
+                 gamma=0.9, age_cmp="ge", sample="10ms", aggr="1s", history=None,
+                 history_bits=None, age_rule=None, split_at=None, arp="all",
                  fallback="all", misplaced="off",
                  weights="shipped", learn="on", explore=0.05, seed=0, explain=None):
         prp = self.default_prp if prp is None else prp
@@ -177,14 +172,15 @@ class IDT(Policy):
                          misplaced=misplaced,
                          weights=weights, learn=learn, explore=explore, seed=seed)
         self.monitor_name = monitor or self.default_monitor
-        self.demote_wmark = _fraction(demote_wmark, "demote_wmark")
-        self.critical_wmark = _fraction(critical_wmark, "critical_wmark")
-        self.accept_free = _fraction(accept_free, "accept_free")
+        self.demote_wmark = parse_fraction(demote_wmark, "idt demote_wmark", hi_open=True)
+        self.critical_wmark = parse_fraction(critical_wmark, "idt critical_wmark", hi_open=True)
+        self.accept_free = parse_fraction(accept_free, "idt accept_free", hi_open=True)
         if self.critical_wmark > self.demote_wmark:
             raise TierlabError(f"idt: critical_wmark {critical_wmark} above demote_wmark "
                                f"{demote_wmark}")
-        self.fixed_age_thres = None if age_thres in (None, "") else int(age_thres)
-        self.use_prp = str(prp).lower() not in ("0", "off", "no", "false")
+        self.fixed_age_thres = None if age_thres in (None, "") else \
+            parse_int(age_thres, "idt age_thres (aggregations)", 0, 2**31)
+        self.use_prp = parse_flag(prp, "idt prp")
         self.prp_window_bytes = parse_size(prp_window, "idt prp_window")
         self.prp_rule = parse_choice(prp_rule, "idt prp_rule", PRP_RULES)
         if prp_thres in (None, ""):
@@ -199,15 +195,28 @@ class IDT(Policy):
         self.gamma = parse_number(gamma, "idt gamma", lo=0.0, hi=1.0)
         self.age_cmp = parse_choice(age_cmp, "idt age_cmp", ("ge", "gt"))
         self.sample, self.aggr = sample, aggr
-        self.history = parse_choice(history, "idt history", HISTORY_RULES)
-        self.monitor_params = dict(history_bits=history_bits, age_rule=age_rule,
-                                   split_at=split_at)
-        self.weights = weights
-        self.learn = str(learn).lower() not in ("0", "off", "no", "false")
-        self.explore = float(explore)
-        self.seed = int(seed)
+        given = {k: v for k, v in dict(history=history, history_bits=history_bits,
+                                       age_rule=age_rule, split_at=split_at).items()
+                 if v is not None}
+        if given and self.monitor_name != "idt-regions":
+            raise TierlabError(f"bad idt {', '.join(given)}: a parameter of IDT's region "
+                               f"monitor, and this policy runs on {self.monitor_name}")
+        mp = {**REGION_MONITOR_DEFAULTS, **given}
+        self.params.update(mp)  # the record shows the values the monitor runs with
+        self.history = parse_choice(mp.pop("history"), "idt history", HISTORY_RULES)
+        self.monitor_params = mp
+        self.weights = None if self.agent_factory is not None or weights in (None, "", "none") \
+            else SHIPPED_WEIGHTS if weights == "shipped" else Path(weights)
+        if self.weights is not None and not self.weights.is_file():
+            raise TierlabError(f"bad idt weights {weights!r}: no file {self.weights} (use "
+                               "weights=none to start untrained, or run "
+                               "scripts/pretrain_idt.py)")
+        self.learn = parse_flag(learn, "idt learn")
+        self.explore = parse_number(explore, "idt explore", lo=0.0, hi=1.0)
+        self.seed = parse_int(seed, "idt seed", 0)
         self.explain = explain
         self.log: list[dict] = []
+        self._make_monitor(None)  # its parameters are checked now, not at attach
 
     # -- setup -------------------------------------------------------------------
     def _make_monitor(self, sim):
@@ -246,13 +255,8 @@ class IDT(Policy):
         else:
             self.agent = PPOAgent(explore=self.explore, learn=self.learn, seed=self.seed,
                                   gamma=self.gamma)
-        if self.agent_factory is None and self.weights not in (None, "", "none"):
-            path = SHIPPED_WEIGHTS if self.weights == "shipped" else Path(self.weights)
-            if not path.exists():
-                raise TierlabError(f"idt weights {self.weights!r}: no file {path} (use "
-                                   "weights=none to start untrained, or run "
-                                   "scripts/pretrain_idt.py)")
-            self.agent.load(path)
+        if self.weights is not None:
+            self.agent.load(self.weights)
         mem = sim.mem
         self.path = list(sim.machine.demotion)
         self.top = self.path[0]
