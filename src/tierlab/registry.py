@@ -7,8 +7,9 @@ decorates its class with ``@REGISTRY.register("name")``.
 from __future__ import annotations
 
 import inspect
+import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Generic, TypeVar
 
@@ -17,13 +18,23 @@ from .errors import TierlabError, choices_error
 T = TypeVar("T")
 
 
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
 @dataclass(frozen=True)
 class Spec:
-    """A parsed `name:variant,key=value,...` string. Bare words are positional args."""
+    """A parsed `name:variant,key=value,...` string (docs/cli.md, "The spec grammar").
+
+    A part `key=value` whose key is a word (letters, digits, '_' or '-', '-' read as
+    '_') is a parameter; any other part is a bare word: the variant, or a file's path.
+    A key given twice is an error. `raw` keeps the text after the name, for a path
+    that holds ',' or '='.
+    """
 
     name: str
     args: tuple
     params: dict
+    raw: str = field(default="", compare=False)
 
     @classmethod
     def parse(cls, text: str) -> "Spec":
@@ -33,20 +44,46 @@ class Spec:
         # `name:variant,k=v` or `name,k=v` (no variant): the name ends at the first
         # ':' or ','
         cut = min((i for i in (text.find(":"), text.find(",")) if i >= 0), default=len(text))
-        name, rest = text[:cut], text[cut + 1:]
+        name, rest = text[:cut].strip(), text[cut + 1:]
         args, params = [], {}
-        if rest:
-            for part in rest.split(","):
-                if "=" in part:
-                    k, _, v = part.partition("=")
-                    params[k.strip().replace("-", "_")] = v.strip()
-                elif part:
-                    args.append(part)
-        return cls(name.strip(), tuple(args), params)
+        for part in rest.split(",") if rest else ():
+            k, eq, v = part.partition("=")
+            if eq and _KEY.match(k.strip()):
+                key = k.strip().replace("-", "_")
+                if key in params:
+                    raise TierlabError(f"bad spec {text!r}: parameter {key!r} given twice "
+                                       f"({key}={params[key]} and {part.strip()})")
+                params[key] = v.strip()
+            elif eq and not k.strip():
+                raise TierlabError(f"bad spec {text!r}: {part.strip()!r} has no key "
+                                   "before '='")
+            elif part.strip():
+                args.append(part.strip())
+        return cls(name, tuple(args), params, rest)
 
     def __str__(self) -> str:
         parts = list(self.args) + [f"{k}={v}" for k, v in self.params.items()]
         return self.name + (":" + ",".join(parts) if parts else "")
+
+
+def user_params(factory) -> list[str]:
+    """The keys a user may give `factory` in a spec: its keyword parameters and, when it
+    passes **kwargs on, its base classes' (not `variant`/`path`, nor the ones it lists
+    in `internal_params`, which tierlab sets itself)."""
+    keys: list[str] = []
+    internal = set(getattr(factory, "internal_params", ())) | {"variant", "path"}
+    chain = factory.__mro__ if inspect.isclass(factory) else (factory,)
+    for obj in chain:
+        fn = obj.__init__ if inspect.isclass(obj) else obj
+        if inspect.isclass(obj) and "__init__" not in vars(obj):
+            continue
+        sig = inspect.signature(fn)
+        keys += [n for n, p in sig.parameters.items()
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"
+                 and not n.startswith("_") and n not in internal and n not in keys]
+        if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+            break
+    return keys
 
 
 class Registry(Generic[T]):
@@ -84,35 +121,74 @@ class Registry(Generic[T]):
     def create(self, spec: "Spec | str", **extra):
         """Instantiate `spec` (a Spec or text), passing its params as keyword arguments.
 
-        Unknown parameters give a TierlabError naming the valid ones.
+        The rules of docs/cli.md's spec grammar: an unknown key, more than one variant,
+        a variant for a name that takes none, or a parameter that does not apply to the
+        chosen variant (the factory's `variant_params`) is a TierlabError naming the
+        valid choices.
         """
         if isinstance(spec, str):
             spec = Spec.parse(spec)
         factory = self.get(spec.name)
-        params = dict(spec.params)
         sig = inspect.signature(factory)
-        accepts_var = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
-        valid = [n for n, p in sig.parameters.items()
-                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in extra
-                 and not n.startswith("_")]
-        if not accepts_var:
-            for k in params:
-                if k not in valid:
+        takes = set(sig.parameters)
+        valid = [k for k in user_params(factory) if k not in extra]
+        params, args = dict(spec.params), list(spec.args)
+        if "path" in takes and spec.raw:
+            args, params = _path_and_params(spec, valid)
+        for k in params:
+            if k not in valid:
+                raise TierlabError(
+                    f"unknown parameter {k!r} for {self.kind} {spec.name!r}; "
+                    f"valid: {', '.join(valid) or '(none)'}")
+        if args:
+            if "variant" in takes:
+                if len(args) > 1:
                     raise TierlabError(
-                        f"unknown parameter {k!r} for {self.kind} {spec.name!r}; "
-                        f"valid: {', '.join(valid) or '(none)'}")
-        if spec.args:
-            if "variant" in sig.parameters:
-                params["variant"] = spec.args[0]
-            elif "path" in sig.parameters:
-                params["path"] = ",".join(spec.args)
+                        f"bad {self.kind} {str(spec)!r}: one variant only, got "
+                        f"{', '.join(map(repr, args))}; parameters are key=value "
+                        f"({', '.join(valid)})")
+                params["variant"] = args[0]
+            elif "path" in takes:
+                params["path"] = args[0]
             else:
                 raise TierlabError(
-                    f"{self.kind} {spec.name!r} takes no variant (got {spec.args[0]!r})")
+                    f"{self.kind} {spec.name!r} takes no variant (got {args[0]!r}); "
+                    f"parameters are key=value: {', '.join(valid) or '(none)'}")
+        _check_variant_params(factory, self.kind, spec.name, params, sig)
         try:
             return factory(**params, **extra)
         except TypeError as e:  # a missing required parameter
             raise TierlabError(f"{self.kind} {spec.name!r}: {e}") from None
+
+
+def _path_and_params(spec: Spec, valid) -> tuple[list, dict]:
+    """A path-taking spec (masim:PATH, trace:PATH): the path is the first part and every
+    part up to the first `key=value` with a valid key, so a path may hold ',' or '='."""
+    parts = spec.raw.split(",") if spec.raw else []
+    n = 1
+    while n < len(parts):
+        k, eq, _ = parts[n].partition("=")
+        if eq and k.strip().replace("-", "_") in valid:
+            break
+        n += 1
+    path = ",".join(parts[:n]).strip()
+    rest = Spec.parse(f"{spec.name}:" + ",".join(parts[n:])) if n < len(parts) else None
+    return ([path] if path else []), (dict(rest.params) if rest else {})
+
+
+def _check_variant_params(factory, kind, name, params, sig) -> None:
+    """Refuse a parameter the chosen variant ignores (factory.variant_params: key ->
+    the variants it applies to)."""
+    only = getattr(factory, "variant_params", {})
+    if not only:
+        return
+    default = sig.parameters["variant"].default
+    variant = str(params.get("variant", default)).strip().lower()
+    for k in params:
+        if k in only and variant not in only[k]:
+            raise TierlabError(f"parameter {k!r} does not apply to {kind} "
+                               f"{name}:{variant}; it applies to {name}:"
+                               f"{', '.join(only[k])}")
 
 
 def load_toml(path: str, what: str) -> dict:

@@ -5,9 +5,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import TierlabError
+from ..params import parse_bytes, parse_int, parse_number
 from ..registry import Registry, Spec, load_toml
 from ..units import PAGE, fmt_size, parse_duration, parse_size
-from ..workloads._common import parse_bytes, parse_number
 
 MACHINES: Registry = Registry("machine")
 
@@ -43,8 +43,8 @@ class Tier:
             raise TierlabError(f"{w}: bad kind {self.kind!r}; valid: {', '.join(KINDS)}")
         put = object.__setattr__
         put(self, "capacity", parse_bytes(self.capacity, f"{w} capacity", minimum=PAGE))
-        for k in ("read_lat_ns", "write_lat_ns"):
-            put(self, k, parse_number(getattr(self, k), f"{w} {k}", lo=0.0, lo_open=True))
+        for k in ("read_lat_ns", "write_lat_ns"):  # 1 ns .. 1 ms: a memory, not a disk
+            put(self, k, parse_number(getattr(self, k), f"{w} {k}", lo=1.0, hi=1e6))
         for k in ("read_bw", "write_bw"):
             put(self, k, float(parse_bytes(getattr(self, k), f"{w} {k}")))
         put(self, "socket", parse_number(self.socket, f"{w} socket", lo=0, integer=True))
@@ -244,8 +244,11 @@ MACHINE_KEYS = ("name", "description", "cpu_socket", "cores_per_socket",
 def parse_antagonist(value, names: list[str]) -> dict:
     """{node index: busy share} from {name or index: share} or "name@share+..." (shares
     as fractions or percentages, each in [0, 0.95])."""
-    if value in (None, "", {}):
+    if value in (None, {}):
         return {}
+    if isinstance(value, str) and not value.strip():
+        raise TierlabError("bad antagonist '': expected NODE@SHARE[+...], e.g. dram0@50% "
+                           "(leave it out for none)")
     if isinstance(value, str):
         items = []
         for part in value.split("+"):
@@ -269,6 +272,9 @@ def parse_antagonist(value, names: list[str]) -> dict:
         text = str(share)
         frac = parse_number(text[:-1], "antagonist share in %", lo=0, hi=95) / 100 \
             if text.endswith("%") else parse_number(share, "antagonist share", lo=0, hi=0.95)
+        if i in out:
+            raise TierlabError(f"bad antagonist {value!r}: node {names[i]!r} is given "
+                               "twice; give each node once with its total share")
         out[i] = float(frac)
     return out
 
@@ -307,14 +313,26 @@ def machine_from_dict(d: dict, source: str) -> Machine:
             if unknown:
                 raise TierlabError(f"tier {i}: unknown key(s) {', '.join(sorted(unknown))}; "
                                    f"valid: {', '.join(TIER_KEYS)}")
+            if not isinstance(t["name"], str):
+                raise TierlabError(f"tier {i}: bad name {t['name']!r}: expected a string "
+                                   "such as \"dram0\"")
             tiers.append(Tier(
-                name=str(t["name"]), kind=t.get("kind", "dram"), capacity=t["capacity"],
+                name=t["name"], kind=t.get("kind", "dram"), capacity=t["capacity"],
                 read_lat_ns=t["read_lat_ns"], write_lat_ns=t.get("write_lat_ns",
                                                                  t["read_lat_ns"]),
                 read_bw=t["read_bw"], write_bw=t.get("write_bw", t["read_bw"]),
-                socket=t.get("socket", 0), has_cpus=t.get("has_cpus", True)))
-        kw = {k: m[k] for k in ("cpu_socket", "cores_per_socket", "remote_lat_factor",
-                                "demotion") if k in m}
+                socket=_toml_int(t.get("socket", 0), f"tier {i} socket", 0, 63), has_cpus=t.get("has_cpus", True)))
+        kw = {k: m[k] for k in ("remote_lat_factor", "demotion") if k in m}
+        if "cpu_socket" in m:
+            kw["cpu_socket"] = _toml_int(m["cpu_socket"], "cpu_socket", 0, 63)
+        if "cores_per_socket" in m:
+            kw["cores_per_socket"] = _toml_int(m["cores_per_socket"], "cores_per_socket",
+                                               1, 4096)
+        if kw.get("demotion") == []:
+            raise TierlabError("bad demotion []: lists no node (leave the key out for the "
+                               "default order, fastest first)")
+        if not isinstance(m.get("name", ""), str):
+            raise TierlabError(f"bad machine name {m['name']!r}: expected a string")
         if "migrate_bw" in m:
             kw["migrate_bw"] = float(parse_size(m["migrate_bw"], "migrate_bw"))
         for k in ("tlb_shootdown", "hint_fault"):
@@ -330,6 +348,14 @@ def machine_from_dict(d: dict, source: str) -> Machine:
                        description=str(m.get("description", "")), **kw)
     except TierlabError as e:
         raise TierlabError(f"{source}: {e}") from None
+
+
+def _toml_int(value, what: str, lo: int, hi: int) -> int:
+    """A TOML integer (not a string, float or boolean) in [lo, hi]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TierlabError(f"bad {what} {value!r}: expected a whole number from {lo} to "
+                           f"{hi}, unquoted")
+    return parse_int(value, what, lo, hi)
 
 
 def _watermarks(value) -> tuple:
