@@ -19,11 +19,11 @@ from .engine import Costs, Simulation
 from .errors import TierlabError, write_error
 from .heap import base_pages, trim
 from .machines import Machine, load_machine
+from .params import parse_number
 from .policies import ALLOCS, POLICIES, AllocPolicy, Policy
 from .registry import Spec, load_toml
 from .reports.results import add_speedups
 from .workloads import WORKLOADS, Workload
-from .workloads._common import parse_number
 
 #: the smallest and largest --scale: below 1/65536 every workload fits in the 64-page
 #: floor of a scaled tier, leaving nothing to place
@@ -59,6 +59,21 @@ def check_list(value, what: str) -> list:
     return items
 
 
+def check_unique(items, what: str) -> None:
+    """Refuse a list that names one entry twice (it would run once and count twice)."""
+    if isinstance(items, range):
+        return
+    seen = set()
+    for x in items:
+        key = x.strip() if isinstance(x, str) else x
+        try:
+            if key in seen:
+                raise TierlabError(f"bad {what}: {x!r} is listed twice")
+            seen.add(key)
+        except TypeError:  # an unhashable entry (a Machine object): not compared
+            pass
+
+
 def check_baseline(baseline, policies) -> str:
     """The policy speedups are normalised to (default: the first); one of `policies`."""
     baseline = policies[0] if baseline is None else baseline
@@ -68,12 +83,23 @@ def check_baseline(baseline, policies) -> str:
     return baseline
 
 
+def _parents_are_dirs(p: Path, what: str) -> None:
+    """The nearest existing parent of `p` must be a directory (not a regular file)."""
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise TierlabError(f"bad {what} {str(p)!r}: {str(parent)!r} is a file, not "
+                                   "a directory")
+            return
+
+
 def writable_file(path, what: str) -> Path:
     """`path` as a file that can be written, checked before any work: not a directory,
     in a directory that exists or can be made, writable. Nothing is truncated."""
     p = Path(os.fspath(path))
     if not str(path).strip():
         raise TierlabError(f"bad {what} {str(path)!r}: expected a file name")
+    _parents_are_dirs(p, what)
     if p.is_dir():
         raise TierlabError(f"bad {what} {str(path)!r}: is a directory, expected a file name")
     existed = p.exists()
@@ -94,6 +120,7 @@ def writable_dir(path, what: str) -> Path:
     p = Path(os.fspath(path))
     if not str(path).strip():
         raise TierlabError(f"bad {what} {str(path)!r}: expected a directory")
+    _parents_are_dirs(p, what)
     if p.exists() and not p.is_dir():
         raise TierlabError(f"bad {what} {str(path)!r}: is a file, expected a directory")
     try:
@@ -119,7 +146,12 @@ def workload_spec(text: str) -> Spec:
         hot = "4GiB"
     """
     if not text.endswith(".toml"):
-        head = text.split(",", 1)[0].strip()
+        # the file is the longest leading run of parts that ends in a known suffix (a
+        # path may hold ','): `x.cfg,threads=2` is masim:x.cfg with threads=2
+        parts = text.split(",")
+        head = next((h for h in (",".join(parts[:i]).strip()
+                                 for i in range(len(parts), 0, -1))
+                     if Path(h).suffix.lower() in FILE_WORKLOADS), parts[0].strip())
         kind = FILE_WORKLOADS.get(Path(head).suffix.lower())
         if kind and head.split(":", 1)[0] not in WORKLOADS.names():
             text = f"{kind}:{text.strip()}"
@@ -280,8 +312,9 @@ def _run_job(job: Job) -> dict:
 
 def count_runs(machines, workloads, policies, allocs, seeds) -> int:
     """How many runs `jobs_for` would make, without making them."""
+    n_seeds = seeds.stop - seeds.start if isinstance(seeds, range) else len(seeds)
     return len(machines) * len(expand_suites(workloads)) * len(policies) * len(allocs) \
-        * len(seeds)
+        * n_seeds
 
 
 def jobs_for(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,),
@@ -321,6 +354,9 @@ def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,
         check_list(v, k) for v, k in ((machines, "machines"), (workloads, "workloads"),
                                       (policies, "policies"), (allocs, "allocs"),
                                       (seeds, "seeds")))
+    for v, k in ((machines, "machines"), (workloads, "workloads"), (policies, "policies"),
+                 (allocs, "allocs"), (seeds, "seeds")):
+        check_unique(v, k)
     seeds, scale = [check_seed(s) for s in seeds], check_scale(scale)
     baseline = check_baseline(baseline, policies)
     if jobs is not None:

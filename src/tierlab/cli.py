@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import api
 from .errors import TierlabError, write_error
+from .params import argtype, parse_number
 
 EPILOG = """\
 names take parameters:  gups:hotset,hot=4GiB,size=64GiB   masim:PATH   trace:PATH
@@ -40,14 +42,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _scale(text: str) -> float:
+    """0.125 or 1/8 (ASCII numbers, docs/cli.md)."""
+    from .params import parse_number
     try:
-        if "/" in text:
-            a, b = text.split("/", 1)
-            v = float(a) / float(b)
-        else:
-            v = float(text)
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"bad scale {text!r}: expected e.g. 0.125 or 1/8")
+        a, _, b = text.partition("/")
+        v = parse_number(a, "scale") / (parse_number(b, "scale", lo=0.0, lo_open=True)
+                                        if b else 1.0)
+    except TierlabError:
+        raise argparse.ArgumentTypeError(f"bad scale {text!r}: expected e.g. 0.125 or "
+                                         "1/8") from None
     try:
         return api.check_scale(v)
     except TierlabError as e:
@@ -56,6 +59,8 @@ def _scale(text: str) -> float:
 
 def _seed(text: str) -> int:
     try:
+        if not re.fullmatch(r"\s*[0-9]+\s*", text):
+            raise ValueError(text)
         return api.check_seed(int(text))
     except (ValueError, TierlabError):
         raise argparse.ArgumentTypeError(f"bad seed {text!r}: expected a whole number from 0 "
@@ -64,14 +69,7 @@ def _seed(text: str) -> int:
 
 def _number(what: str, **limits):
     """An argparse type: a finite number within `limits` (parse_number's)."""
-    from .workloads._common import parse_number
-
-    def parse(text: str) -> float:
-        try:
-            return parse_number(text, what, **limits)
-        except TierlabError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-    return parse
+    return argtype(parse_number, what, **limits)
 
 
 def _csv(text: str) -> list[str]:
@@ -167,6 +165,10 @@ def _sweep(a):
     if not (a.out or a.resume):
         raise TierlabError("--out DIR is required (or --resume DIR to continue a sweep)")
     a.out = a.resume or a.out
+    cores = os.cpu_count() or 1
+    if a.jobs > cores and not a.cluster:
+        err.print(f"note: --jobs {a.jobs} is more than this machine's {cores} cores; at most "
+                  f"{a.jobs} runs at a time share them", highlight=False)
     return Sweep(out=a.out, resume=bool(a.resume), cluster=a.cluster, jobs=a.jobs,
                  console=err, force=bool(getattr(a, "force", False)))
 
@@ -180,6 +182,10 @@ def cmd_compare(a) -> int:
         a.scale = api.suite_scale(a.workloads) or 1.0
         if a.scale != 1.0:
             err.print(f"scale {a.scale:g}: the suite's default (--scale 1 for full size)")
+    for what, items in (("--machine", machines), ("--workloads", a.workloads),
+                        ("--policies", a.policies), ("--allocs", a.allocs),
+                        ("--seeds", a.seeds)):
+        api.check_unique(items, what)
     baseline = api.check_baseline(a.baseline, a.policies)
     n = api.count_runs(machines, a.workloads, a.policies, a.allocs, a.seeds)
     if n > MAX_RUNS and not a.yes:
@@ -191,7 +197,7 @@ def cmd_compare(a) -> int:
     if a.out is not None:
         api.writable_dir(a.out, "--out")
     with _sweep(a) as sweep:
-        err.print(f"[bold]{len(todo)} runs[/] on {sweep.where}")
+        err.print(f"[bold]{len(todo)} runs[/] on {sweep.where_for(len(todo))}")
         recs = api.compare(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale,
                            baseline, a.jobs, migrate=a.migrate)
     outdir = Path(a.out)
@@ -239,7 +245,7 @@ def cmd_reproduce(a) -> int:
                   "runs go to the cluster (docs/cluster.md)")
     with _sweep(a) as sweep:
         if total:
-            err.print(f"[bold]{total} runs[/] on {sweep.where}")
+            err.print(f"[bold]{total} runs[/] on {sweep.where_for(total)}")
         scale = a.scale if a.scale is not None else REPRODUCTION_SCALE[a.name]
         extra = {"policies": a.policies} if a.name == "beyond" else {}
         path = run(Path(a.out), scale, wls, a.jobs, on_done=sweep.report, **extra)
@@ -431,7 +437,8 @@ def parser() -> argparse.ArgumentParser:
                    help="comma-separated allocation policies (default: dram-preferred)")
     c.add_argument("--baseline", help="policy to normalise to (default: the first)")
     c.add_argument("--seeds", type=_seeds, default=[0], help="seeds, e.g. 0,1,2 or 0-4")
-    c.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    c.add_argument("--jobs", type=_number("--jobs", lo=1, integer=True),
+                   default=os.cpu_count() or 1,
                    help="parallel processes (default: all cores); results do not "
                    "depend on it")
     c.add_argument("--out", help="output directory (required unless --resume)")
@@ -456,7 +463,8 @@ def parser() -> argparse.ArgumentParser:
                     "1/64)")
     rp.add_argument("--workloads", type=_csv, default=["@baselines"],
                     help="workload specs or @SUITE (default: @baselines)")
-    rp.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    rp.add_argument("--jobs", type=_number("--jobs", lo=1, integer=True),
+                    default=os.cpu_count() or 1,
                     help="parallel processes (default: all cores)")
     rp.add_argument("--policies", type=_csv, default=None,
                     help="beyond only: the policies to compare (default: tierlab and "
@@ -492,7 +500,7 @@ def parser() -> argparse.ArgumentParser:
                     help="machine preset or TOML file (default: optane-2tier with DRAM "
                     "holding the whole footprint)")
     te.add_argument("--seed", type=_seed, default=0, help="random seed (default: 0)")
-    te.add_argument("--window", type=_number("--window", lo=0.01), default=1.0,
+    te.add_argument("--window", type=_number("--window", lo=0.01, hi=1e6), default=1.0,
                     help="seconds per precision/recall point (default: 1)")
     te.add_argument("--hot-min", type=_number("--hot-min", lo=0.0), default=5.0,
                     help="hot: more than this many accessed 5 ms samples per 200 ms "
@@ -522,7 +530,7 @@ def parser() -> argparse.ArgumentParser:
                        description="Attach to process PID and run a placement policy on "
                        "it: DAMON through sysfs, move_pages(2) for migration.",
                        epilog=REAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    d.add_argument("--pid", type=int, required=True, help="process to manage")
+    d.add_argument("--pid", type=_number("--pid", lo=1, integer=True), required=True, help="process to manage")
     real(d)
     d.set_defaults(fn=cmd_daemon)
 
@@ -564,8 +572,6 @@ def main(argv=None) -> int:
     if not a.cmd:
         p.print_help()
         return 2
-    if getattr(a, "jobs", 1) is not None and getattr(a, "jobs", 1) < 1:
-        p.error(f"bad --jobs {a.jobs}: must be >= 1")
     if sys.stdout is None:  # started with its standard output closed (`>&-`)
         print("tierlab: error: standard output is closed", file=sys.stderr)
         return 2

@@ -353,11 +353,10 @@ class Sweep:
     def _on_term(signum, frame):
         raise Interrupted("terminated", signal.SIGTERM)
 
-    @property
-    def where(self) -> str:
-        """Where the runs execute, for the start line."""
+    def where_for(self, runs: int) -> str:
+        """Where `runs` runs execute, for the start line."""
         if self._client is None:
-            return f"{self.jobs} process(es)"
+            return f"{max(1, min(self.jobs, runs))} process(es)"
         n = len(self._accepted)
         if self._local_cluster is not None:
             return f"a local Dask cluster of {n} worker(s)"

@@ -350,6 +350,10 @@ def run_telemetry(workload: str, monitors, machine=None, seed: int = 0,
         scorer = Scorer(sim, mon, window, hot_min, sample_min, truth)
         rec = sim.run()
         rows = scorer.rows
+        if not rows:  # the run is the workload's: the same length for every monitor
+            raise TierlabError(f"telemetry window {window:g} s is longer than the run "
+                               f"({rec['sim_seconds']:.3g} simulated s): no window to "
+                               f"score; give one of at most {rec['sim_seconds'] / 2:.3g} s")
         entry = {"monitor": text, "params": {k: str(v) for k, v in mon.params.items()},
                  "sim_seconds": rec["sim_seconds"],
                  "monitor_cpu_seconds": rec["monitor_cpu_seconds"],

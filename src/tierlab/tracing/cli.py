@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ..errors import TierlabError
+from ..params import argtype, parse_int
 from . import record as _record
 
 IMPORT_HELP = """\
@@ -38,25 +39,30 @@ example:  tierlab trace plot redis.npz --out redis.png --rows 300 --size 1600x90
 """
 
 
-def _positive(what: str):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            v = 0
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"bad {what} {text!r}: a whole number >= 1")
-        return v
-    return parse
-
-
 def _npz_out(src: Path, out: str | None) -> Path:
     dst = Path(out) if out else src.with_suffix(".npz")
     if dst.is_dir():
         dst = dst / src.with_suffix(".npz").name
     if dst.exists() and dst.resolve() == src.resolve():
         raise TierlabError(f"trace import: --out {str(dst)!r} is the input file")
+    if dst.suffix.lower() != ".npz":
+        raise TierlabError(f"trace import: --out {str(dst)!r}: writes a tierlab trace, "
+                           "whose name ends in .npz (tierlab reads a .pg file as pagegrind's "
+                           "raw format)")
+    if dst.is_file() and not _is_npz(dst):
+        raise TierlabError(f"trace import: --out {str(dst)!r} exists and is not a tierlab "
+                           "trace; remove it or choose another name")
     return dst
+
+
+def _is_npz(path: Path) -> bool:
+    """A file that starts as an .npz (a zip archive) does: a trace, perhaps damaged,
+    that a new import may replace; anything else is someone's file."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) in (b"PK\x03\x04", b"PK\x05\x06")
+    except OSError:
+        return False
 
 
 def cmd_trace_import(a) -> int:
@@ -158,10 +164,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     pl.add_argument("file", metavar="F", help="trace file (.npz or .pg)")
     pl.add_argument("--out", metavar="PNG", default=None,
                     help="output PNG (default: ./F.png, the trace's name)")
-    pl.add_argument("--rows", type=_positive("rows"), default=256,
+    pl.add_argument("--rows", type=argtype(parse_int, "--rows", lo=1, hi=1 << 16), default=256,
                     help="address bins (default: 256; at most one per page and "
                     "100000)")
-    pl.add_argument("--cols", type=_positive("cols"), default=400,
+    pl.add_argument("--cols", type=argtype(parse_int, "--cols", lo=1, hi=1 << 16), default=400,
                     help="time bins (default: 400; at most one per window and "
                     "100000)")
     pl.add_argument("--compact", choices=["auto", "yes", "no"], default="auto",

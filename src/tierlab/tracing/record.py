@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import TierlabError
+from ..errors import TierlabError, write_error
 
 DEFAULT_WINDOW = 10_000_000
 TOOL = "pagegrind"
@@ -140,11 +140,9 @@ def record(cmd: list[str], window: int = DEFAULT_WINDOW, out: Path | str = "trac
     window = _check_window(window)
     cmd = [str(c) for c in cmd]
     _check_command(cmd)
+    from ..api import writable_file
+    out = writable_file(out, "trace record --out")
     exe = build_recorder()
-    out = Path(out)
-    if out.is_dir():
-        raise TierlabError(f"trace record: --out {str(out)!r} is a directory")
-    out.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, VALGRIND_LIB=str(exe.parent))
     with tempfile.TemporaryDirectory(prefix=".tierlab-trace-", dir=out.parent) as tmp:
         pg = Path(tmp) / "trace.pg"
@@ -154,12 +152,15 @@ def record(cmd: list[str], window: int = DEFAULT_WINDOW, out: Path | str = "trac
         if not pg.is_file() or pg.stat().st_size == 0:
             raise TierlabError(f"trace record: pagegrind wrote no trace (valgrind exit "
                                f"status {rc}); see its messages above")
-        if fmt == "pg":
-            shutil.move(str(pg), out)
-        else:
-            from ..workloads.trace import from_pagegrind, write_trace
-            write_trace(out, from_pagegrind(pg), window=window,
-                        source=f"pagegrind: {shlex.join(cmd)}")
+        try:
+            if fmt == "pg":
+                shutil.move(str(pg), out)
+            else:
+                from ..workloads.trace import from_pagegrind, write_trace
+                write_trace(out, from_pagegrind(pg), window=window,
+                            source=f"pagegrind: {shlex.join(cmd)}")
+        except OSError as e:
+            raise write_error(out, e) from None
     return rc
 
 
