@@ -21,7 +21,7 @@ from tierlab.cli import MAX_RUNS, main
 from tierlab.errors import TierlabError
 from tierlab.machines.machine import CACHE_KEYS, MACHINE_KEYS, TIER_KEYS
 from tierlab.units import _SIZE
-from tierlab.workloads._common import _NUM
+from tierlab.params import _NUM
 from tierlab.workloads.trace import PG_MAGIC
 
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
@@ -421,3 +421,201 @@ def test_a_full_disk_is_one_line_and_exit_2(args, to_full, needle, tmp_path):
 def test_a_closed_stdout_is_one_line_and_exit_2():
     code, err = _tierlab(["list", "machines"], close_stdout=True)
     assert code == 2 and err.strip() == "tierlab: error: standard output is closed", err
+
+
+# -- the probes of issue 48: one case per kind, each one line and exit 2 --------------
+R = ["run", "--scale", "1/256", "--workload", SMALL]
+TEL = ["telemetry", "--workload", SMALL, "--out", "OUT", "--monitors"]
+C = ["compare", "--scale", "1/256", "--out", "OUT"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    # 6: integer policy and monitor parameters given nan or -1
+    (R + ["--policy", "damon-tiering:weight_nr=nan"], "damon-tiering weight_nr 'nan'"),
+    (R + ["--policy", "idt:age_thres=nan"], "idt age_thres"),
+    (R + ["--policy", "idt:seed=-1"], "idt seed '-1': must be >= 0"),
+    (R + ["--policy", "autonuma-tiering:rate_limit_mbps=nan"], "rate_limit_mbps"),
+    (TEL + ["hint-faults:skip_nodes=nan"], "hint-faults skip_nodes"),
+    (TEL + ["idt-regions:history_bits=nan"], "idt-regions history_bits 'nan'"),
+    (TEL + ["idt-regions:window=-1"], "idt-regions window '-1'"),
+    # 7: overflows
+    (R[:3] + ["--workload", "ycsb:a,detail=1e30", "--policy", "static"], "ycsb detail"),
+    (R[:3] + ["--workload", "gups:dynamic,move=1e300h", "--policy", "static"],
+     "gups move '1e300h': must be a duration from 0 to 1e9 s"),
+    (C + ["--workloads", SMALL, "--policies", "static", "--seeds",
+          "0-9223372036854775807"], "more than 10,000 needs --yes"),
+    # 9: one rule for every spec
+    (R[:3] + ["--workload", "gups:hotset,hot=4GiB,hot=8GiB"], "'hot' given twice"),
+    (R[:3] + ["--workload", "gups:hotset,hot-frac=0.1,hot_frac=0.2"],
+     "'hot_frac' given twice"),
+    (R + ["--policy", "static:zzz=1"], "unknown parameter 'zzz' for policy 'static'"),
+    (R[:3] + ["--workload", "gups:hotset,uniform"], "one variant only"),
+    (R[:3] + ["--workload", "graph:bc,kernel=pr"], "the kernel is given twice"),
+    (R[:3] + ["--workload", "gups:hotset,move=10s"], "'move' does not apply to"),
+    (R[:3] + ["--workload", "ycsb:a,scan_max=10"], "'scan_max' does not apply to"),
+    (R + ["--policy", "colloid-hemem:zzz=1"], "valid: rule, alpha, limit, period"),
+    (R + ["--policy", "colloid-tpp:zzz=1"], "valid: alpha, hot_threshold"),
+    (R + ["--policy", "nomad:zzz=1"], "valid: retries, queue, demote_scale_factor"),
+    (TEL + ["damon:name=x"], "unknown parameter 'name' for monitor 'damon'"),
+    # 10: switches
+    (R + ["--policy", "idt:learn=nan"], "idt learn 'nan': a switch; valid: yes, no"),
+    (R + ["--policy", "idt:learn=-1"], "idt learn '-1': a switch"),
+    # 11: ranges
+    (R + ["--policy", "idt:age_thres=-1"], "must be >= 0"),
+    (R + ["--policy", "damon-tiering:weight_nr=-1"], "weight_nr '-1': must be >= 0"),
+    (R + ["--policy", "damon-tiering:weight_age=-1"], "weight_age '-1': must be >= 0"),
+    (TEL + ["idt-regions:fisher_alpha=nan"], "idt-regions fisher_alpha 'nan'"),
+    (R[:3] + ["--workload", SMALL + ",threads=1e30"], "gups threads '1e30': must be <="),
+    (R[:3] + ["--workload", SMALL + ",mlp=1e30"], "gups mlp '1e30': must be <="),
+    # 12: duplicate entries
+    (C + ["--workloads", SMALL, "--policies", "static,static"],
+     "bad --policies: 'static' is listed twice"),
+    (C + ["--workloads", f"{SMALL},{SMALL}", "--policies", "static"], "listed twice"),
+    (C + ["--workloads", SMALL, "--policies", "static", "--allocs",
+          "pm-always,pm-always"], "bad --allocs: 'pm-always' is listed twice"),
+    (C + ["--workloads", SMALL, "--policies", "static", "--seeds", "1,0,1"],
+     "bad --seeds: 1 is listed twice"),
+    # 13: ASCII numbers only
+    (R + ["--scale", "\u0661"], "bad scale"),
+    (R + ["--scale", "\uff11/\uff18"], "bad scale"),
+    (R + ["--scale", "1_0"], "bad scale '1_0'"),
+    (R + ["--seed", "1_0"], "bad seed '1_0'"),
+    (R + ["--seed", "\u0661"], "bad seed"),
+    (C + ["--workloads", SMALL, "--policies", "static", "--jobs", "\u0662"], "--jobs"),
+    (R + ["--policy", "hemem:period=1_0"], "period '1_0'"),
+    (R + ["--policy", "tpp:demote_scale_factor=\u0661"], "tpp demote_scale_factor"),
+    # 14: machine specs
+    (R + ["--machine", "optane-2tier:antagonist="], "bad antagonist ''"),
+    (R + ["--machine", "dram-cxl:antagonist=dram@50%+dram@50%"], "'dram' is given twice"),
+    # 15: units and durations
+    (R[:3] + ["--workload", "gups:hotset,size=64MiB,hot=4Gb"], "'b' is bits"),
+    (["telemetry", "--workload", SMALL, "--window", "1e9", "--out", "OUT"],
+     "--window '1e9': must be <="),
+])
+def test_probe(args, needle, tmp_path):
+    """Each probe of issue 48 ends in one line naming the bad value, exit 2, before any
+    run starts."""
+    one_line_error(*[tmp_path / "out" if a == "OUT" else a for a in args], names=[needle])
+
+
+@pytest.mark.parametrize("machine,needle", [
+    ({"cores_per_socket": 2.5}, "cores_per_socket 2.5: expected a whole number"),
+    ({"cores_per_socket": 1e12}, "cores_per_socket"),
+    ({"cpu_socket": "0"}, "cpu_socket '0': expected a whole number from 0 to 63, unquoted"),
+    ({"demotion": []}, "demotion []: lists no node"),
+    ({"name": 5}, "bad machine name 5"),
+])
+def test_probe_machine_files(tmp_path, machine, needle):
+    f = tmp_path / "m.toml"
+    f.write_text(machine_toml(machine, good_tiers()))
+    one_line_error("run", "--machine", f, "--workload", SMALL, names=[needle])
+
+
+@pytest.mark.parametrize("key,value,needle", [
+    ("name", 5, "bad name 5: expected a string"),
+    ("read_lat_ns", 1e-300, "must be >= 1.0"),
+    ("read_lat_ns", 1e300, "must be <= 1000000.0"),
+    ("socket", "0", "socket '0': expected a whole number"),
+])
+def test_probe_tier_values(tmp_path, key, value, needle):
+    tiers = good_tiers()
+    tiers[1][key] = value
+    f = tmp_path / "m.toml"
+    f.write_text(machine_toml({}, tiers))
+    one_line_error("run", "--machine", f, "--workload", SMALL, names=[needle])
+
+
+MASIM = "r, 1048576\n\nphase\n{ms}\nr, 1, 64, 1\n"
+
+
+@pytest.mark.parametrize("text,needle", [
+    (MASIM.format(ms=0), ":4: bad duration '0' for phase 'phase'"),
+    (MASIM.format(ms="\u0661\u0660"), ":4: bad duration"),
+    (MASIM.replace("r, 1048576", "r\x00x, 1048576").replace("\nr, 1", "\nr\x00x, 1")
+     .format(ms=10), ":1: region name 'r\\x00x' holds a control character"),
+    (MASIM.format(ms=10).replace("1, 64, 1", "1, 6_4, 1"), "bad stride '6_4'"),
+])
+def test_probe_masim_files(tmp_path, text, needle):
+    f = tmp_path / "bad.cfg"
+    f.write_text(text)
+    one_line_error("run", "--workload", f"masim:{f}", names=[needle])
+
+
+def test_a_masim_path_may_hold_equals_and_commas(tmp_path):
+    """A path is the spec's first part and every part up to a known key=value."""
+    d = tmp_path / "a=b,c"
+    d.mkdir()
+    f = d / "x=1.cfg"
+    f.write_text(MASIM.format(ms=10))
+    w = tierlab.api.make_workload(f"masim:{f},threads=2", 1 / 256)
+    assert w.threads == 2 and w.footprint_pages > 0
+    w = tierlab.api.make_workload(str(f), 1 / 256)
+    assert w.footprint_pages > 0
+
+
+def test_probe_trace_import_outputs(tmp_path):
+    """trace import writes .npz only, and never over a file that is not a trace."""
+    pg = tmp_path / "t.pg"
+    pg.write_bytes(PG_MAGIC.to_bytes(8, "little") + bytes(56))
+    one_line_error("trace", "import", pg, "--out", tmp_path / "x.pg", names=["ends in .npz"])
+    mine = tmp_path / "notes.npz"
+    mine.write_text("my notes")
+    one_line_error("trace", "import", pg, "--out", mine, names=["is not a tierlab trace"])
+    assert mine.read_text() == "my notes"
+
+
+def test_probe_trace_record_under_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    one_line_error("trace", "record", "--out", f / "t.pg", "--", "true",
+                   names=[f"'{f}' is a file, not a directory"])
+
+
+def test_jobs_above_the_cores_get_a_note_and_the_runs_count(tmp_path, capsys):
+    """--jobs far above the machine's cores: a note, and the start line counts the
+    processes that can run (one per run at most)."""
+    code = main(["compare", "--scale", "1/256", "--workloads", SMALL, "--policies",
+                 "static", "--jobs", str(4 * (os.cpu_count() or 1)), "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 0 and "is more than this machine's" in err, err
+    assert "1 runs on 1 process(es)" in err, err
+
+
+# every parameter of every registered name, given values no parameter may take
+NONSENSE = ["nan", "inf", "-1", "\u0661", "1_0", "zz"]
+
+
+def _every_parameter():
+    from tierlab.machines import MACHINES
+    from tierlab.monitors.base import MONITORS
+    from tierlab.policies import ALLOCS, POLICIES
+    from tierlab.registry import user_params
+    from tierlab.workloads import WORKLOADS
+    variants = {"gups": "hotset", "graph": "pr", "ycsb": "e"}
+    for reg in (MACHINES, MONITORS, POLICIES, ALLOCS, WORKLOADS):
+        for name, factory in reg.items():
+            if name in ("masim", "trace"):
+                continue  # their files are probed above
+            only = getattr(factory, "variant_params", {})
+            for key in user_params(factory):
+                if key in ("scale", "seed") and reg is WORKLOADS:
+                    continue  # set by --scale and --seed, not by a spec
+                yield reg, name, only.get(key, (variants.get(name),))[0], key
+
+
+@pytest.mark.parametrize("reg,name,variant,key", list(_every_parameter()),
+                         ids=lambda x: getattr(x, "kind", x))
+def test_every_parameter_refuses_nonsense(reg, name, variant, key):
+    """No parameter of any machine, workload, policy, allocation policy or monitor takes
+    nan, inf, -1, another script's digit, a digit separator or a word, and each is
+    refused when the spec is read (a TierlabError naming the key), not in a run."""
+    for value in NONSENSE:
+        spec = f"{name}:{variant + ',' if variant else ''}{key}={value}"
+        with pytest.raises(TierlabError) as e:
+            if reg.kind == "machine":
+                tierlab.api.make_machine(spec)
+            elif reg.kind == "workload":
+                tierlab.api.make_workload(spec, 1 / 256)
+            else:
+                reg.create(spec)
+        assert key in str(e.value) or value in str(e.value), (spec, str(e.value))

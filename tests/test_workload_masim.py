@@ -108,7 +108,7 @@ GOOD = "a, 4096000\nb, 8192000\n\nphase one\n1000\na, 1, 64, 3\nb, 0, 4096, 1, r
     ("a, 4096\n\np\n10\na, 1, 64\n", "needs"),
     ("a, 4096\n\np\n10\na, 1, 64, 1, rx\n", "rw mode"),
     ("a, 4096\n\np\n10\na, 1, 64, 0\n", "sum to 0"),
-    ("a, 4096\n\np\n0\na, 1, 64, 1\n", "zero duration"),
+    ("a, 4096\n\np\n0\na, 1, 64, 1\n", ":4: bad duration '0'"),
 ])
 def test_malformed_configs(tmp_path, text, needle):
     p = tmp_path / "bad.cfg"
