@@ -318,7 +318,7 @@ def test_split_rounds_stop_without_gain(small):
 # Parameters
 # -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("spec,needle", [
-    ("memtis:quota=2000", r"quota '2000': expected an integer in \[0, 1000\]"),
+    ("memtis:quota=2000", r"quota '2000': must be in \[0, 1000\]"),
     ("memtis:thres_hot=0", r"thres_hot '0'.*\[1, 15\]"),
     ("memtis:load_period=fast", "load_period 'fast'"),
     ("memtis:gamma=11", r"gamma '11'.*\[0, 10\]"),

@@ -47,11 +47,14 @@ def parse_number(value, what: str, *, lo=None, hi=None, lo_open=False, integer=F
     if integer:
         if abs(x - round(x)) > 1e-9 * max(1.0, abs(x)):
             raise TierlabError(f"bad {what} {value!r}: must be a whole number")
-        hi = MAX_INT if hi is None else min(hi, MAX_INT)
-        if x > hi:
-            raise TierlabError(f"bad {what} {value!r}: must be <= {hi}")
+        if x > MAX_INT and (hi is None or hi > MAX_INT):
+            raise TierlabError(f"bad {what} {value!r}: must be <= 2**53")
         x = int(round(x))
-    if lo is not None and (x < lo or (lo_open and x == lo)):
+    low = lo is not None and (x < lo or (lo_open and x == lo))
+    if (low or (hi is not None and x > hi)) and lo is not None and hi is not None:
+        raise TierlabError(f"bad {what} {value!r}: must be in {'(' if lo_open else '['}{lo}, "
+                           f"{hi}]")
+    if low:
         raise TierlabError(f"bad {what} {value!r}: must be {'>' if lo_open else '>='} {lo}")
     if hi is not None and x > hi:
         raise TierlabError(f"bad {what} {value!r}: must be <= {hi}")
