@@ -81,7 +81,7 @@ def test_an_antagonist_loads_its_node_and_the_oracle_moves_off_it():
 
 @pytest.mark.parametrize("spec, message", [
     ("optane-2tier:antagonist=nope@5%", "valid: dram, optane"),
-    ("optane-2tier:antagonist=dram@99%", "<= 95"),
+    ("optane-2tier:antagonist=dram@99%", r"in \[0, 95\]"),
     ("optane-2tier:antagonist=dram", "NODE@SHARE"),
 ])
 def test_bad_antagonist_is_named(spec, message):

@@ -52,13 +52,19 @@ def parse_number(value, what: str, *, lo=None, hi=None, lo_open=False, integer=F
         x = int(round(x))
     low = lo is not None and (x < lo or (lo_open and x == lo))
     if (low or (hi is not None and x > hi)) and lo is not None and hi is not None:
-        raise TierlabError(f"bad {what} {value!r}: must be in {'(' if lo_open else '['}{lo}, "
-                           f"{hi}]")
+        raise TierlabError(f"bad {what} {value!r}: must be in {'(' if lo_open else '['}"
+                           f"{_fmt(lo)}, {_fmt(hi)}]")
     if low:
-        raise TierlabError(f"bad {what} {value!r}: must be {'>' if lo_open else '>='} {lo}")
+        raise TierlabError(f"bad {what} {value!r}: must be {'>' if lo_open else '>='} "
+                           f"{_fmt(lo)}")
     if hi is not None and x > hi:
-        raise TierlabError(f"bad {what} {value!r}: must be <= {hi}")
+        raise TierlabError(f"bad {what} {value!r}: must be <= {_fmt(hi)}")
     return x
+
+
+def _fmt(x) -> str:
+    """A bound as a reader writes it: 0, 1024, 0.5, 1e+06."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e6 else f"{x:g}"
 
 
 def parse_int(value, what: str, lo: int = 0, hi: int | None = None) -> int:
