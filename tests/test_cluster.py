@@ -599,3 +599,38 @@ def _deferred_signals(Interrupted, _DeferredSignals):
         assert d.signum is None
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+def test_the_source_digest_changes_with_any_edit_of_the_package(tmp_path):
+    import shutil
+    from tierlab.provenance import PACKAGE, source_digest
+    copy = tmp_path / "tierlab"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert source_digest(copy) == source_digest(PACKAGE)
+    static = copy / "policies" / "static.py"
+    static.write_text(static.read_text() + "\n# an edit\n")
+    source_digest.cache_clear()
+    assert source_digest(copy) != source_digest(PACKAGE)
+
+
+def test_resume_reruns_the_runs_other_code_made(tmp_path, monkeypatch, capsys):
+    """A run key holds the digest of the source that made it: after an edit (here, the
+    key's digest is another code's), --resume runs those runs again and says how many
+    and why; runs of this code are kept."""
+    monkeypatch.chdir(tmp_path)
+    args = ["compare", "--scale", "1/256", "--workloads", "gups:uniform", "--policies",
+            "static", "--seeds", "0-2", "--jobs", "1"]
+    assert main([*args, "--out", "o"]) == 0
+    path = tmp_path / "o" / JSONL
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    for r in recs[:2]:
+        r["run_key"]["source"] = "0123456789abcdef"
+        r["throughput"] = 1.0  # what the old code measured
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    capsys.readouterr()
+    assert main([*args, "--resume", "o"]) == 0
+    err = capsys.readouterr().err
+    assert "2 run(s) in o/results.jsonl were made by other code (2 by source " \
+        "0123456789abcdef; now " in err, err
+    got = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert len(got) == 3 and all(r["throughput"] > 1.0 for r in got)

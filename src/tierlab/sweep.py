@@ -5,8 +5,9 @@ A `Sweep` runs lists of `api.Job` on local processes (`jobs`) or as tasks on Das
 `distributed` scheduler (`cluster`: "tcp://host:8786", "local:N" for a LocalCluster of
 N one-thread workers, or a `distributed.Client`). Every finished run is appended to
 DIR/results.jsonl (the record plus its `run_key`: the job's full spec, the digests of
-the files it reads, and the tierlab version); with `resume`, runs whose key is already
-there are not run again. SIGINT and SIGTERM stop the workers at once and raise
+the files it reads, the tierlab version and the digest of its source, provenance.py);
+with `resume`, runs whose key is already there are not run again, and runs made by
+other code are run again and counted. SIGINT and SIGTERM stop the workers at once and raise
 `Interrupted`, which says what was kept.
 
     with Sweep(out="sweep", cluster="local:2") as sw:
@@ -29,9 +30,11 @@ from contextvars import ContextVar
 from dataclasses import asdict
 from pathlib import Path
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 
 from . import __version__
+from .provenance import source_digest
 from .errors import TierlabError, write_error
 from .registry import Spec
 
@@ -129,6 +132,11 @@ def _localise(spec: str, files: dict[str, str]) -> str:
         spec = re.sub(r"(?<=[:,=])" + re.escape(token) + r"(?=,|$)", lambda m: local,
                       spec)
     return spec
+
+
+def _without_source(key: dict) -> str:
+    """A run key without the source digest: the same run made by any code."""
+    return json.dumps({k: v for k, v in key.items() if k != "source"}, sort_keys=True)
 
 
 def _check_cluster(c: str) -> None:
@@ -244,7 +252,8 @@ class _Board:
         if console is not None:
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                      TextColumn("{task.fields[state]}"),
-                                     TimeElapsedColumn(), console=console,
+                                     TimeElapsedColumn(), TextColumn("eta"),
+                                     TimeRemainingColumn(), console=console,
                                      transient=True, disable=not console.is_terminal)
             self.task = self.progress.add_task("runs", total=0, state="")
 
@@ -311,6 +320,8 @@ class Sweep:
         self.board = _Board(console)
         self._lines: dict[str, str] = {}  # run key -> record as a JSON line
         self._digests: dict[tuple, str] = {}
+        #: a resumed run's key without its source digest -> the digest that made it
+        self._made_by: dict[str, str | None] = {}
         self._scattered: dict[str, object] = {}
         self._client = self._local_cluster = None
         self._local_pids: list[int] = []
@@ -390,6 +401,8 @@ class Sweep:
                     first = first or why
                     continue
                 self._lines[key] = json.dumps(rec)
+                spec = json.loads(key)
+                self._made_by[_without_source(spec)] = spec.get("source")
             if bad:
                 self.board.say(f"{path}: {bad} unreadable or invalid line(s) skipped, "
                                f"their runs run again (first: {first})")
@@ -486,9 +499,10 @@ class Sweep:
 
     def key(self, job) -> str:
         """The run's key in results.jsonl: its full spec, the digests of the files it
-        reads, and the tierlab version."""
+        reads, the tierlab version and the digest of the source that runs it."""
         return json.dumps({**asdict(job), "inputs": self._inputs(job),
-                           "tierlab": __version__}, sort_keys=True)
+                           "tierlab": __version__, "source": source_digest()},
+                          sort_keys=True)
 
     # -- running -----------------------------------------------------------------
     def run(self, todo: list, on_done=None) -> list[dict]:
@@ -503,6 +517,14 @@ class Sweep:
         if known and self.out is not None:
             self.board.say(f"{known} of {len(todo)} runs already in {self.out / JSONL}: "
                            f"running the other {len(todo) - known}")
+        stale = Counter(self._made_by[s] for s in (_without_source(json.loads(k))
+                                                     for k in fresh) if s in self._made_by)
+        if stale and self.out is not None:
+            were = ", ".join(f"{n} by source {src}" if src else f"{n} by a tierlab without "
+                             "a source digest" for src, n in stale.items())
+            self.board.say(f"{sum(stale.values())} run(s) in {self.out / JSONL} were made by "
+                           f"other code ({were}; now {source_digest()}): running them "
+                           "again")
         self.board.add(len(fresh))
         raw: dict[str, dict] = {}
         failures: list = []

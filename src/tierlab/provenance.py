@@ -1,0 +1,33 @@
+"""Which code made a result: tierlab's version and a digest of its installed source.
+
+A sweep keys each run by its spec, its input files and this digest (sweep.py), so
+`--resume` never serves a result of code that has since changed; report.html names it.
+"""
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+from . import __version__
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+@lru_cache(maxsize=None)
+def source_digest(root: Path = PACKAGE) -> str:
+    """16 hex digits of SHA-256 over every file of the package at `root` (its modules,
+    compiled kernels' sources and shipped data such as IDT's weights), by relative
+    path; caches and bytecode excluded."""
+    h = hashlib.sha256()
+    for p in sorted(Path(root).rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".nbi",
+                                                                            ".nbc"):
+            h.update(p.relative_to(root).as_posix().encode() + b"\0")
+            h.update(p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def provenance() -> dict:
+    """The version and source digest, as results and reports carry them."""
+    return {"tierlab": __version__, "source": source_digest()}
