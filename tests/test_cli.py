@@ -121,7 +121,8 @@ def test_compare_writes_results_and_plots_and_is_independent_of_jobs(tmp_path):
                      "--policies", "static,oracle", "--jobs", str(jobs),
                      "--out", str(out)]) == 0
         for f in ("results.json", "results.csv", "speedup.png", "throughput.png",
-                  "tier_share.png", "tier_share_time.png"):
+                  "tier_share.png", "tier_share_time-optane-2tier-gups-uniform.png",
+                  "tier_share_time-optane-2tier-gups-hotset.png", "report.html"):
             assert (out / f).stat().st_size > 0, f
         recs[jobs] = json.loads((out / "results.json").read_text())
     strip = lambda rs: [{k: v for k, v in r.items() if k != "wall_seconds"} for r in rs]  # noqa

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 
 from . import api
 from .errors import TierlabError, write_error
@@ -122,10 +123,33 @@ def _seeds(text: str):
     return seeds
 
 
+def _version() -> str:
+    from . import __version__
+    from .provenance import source_digest
+    return f"tierlab {__version__} (source {source_digest()})"
+
+
 def _progress():
     return Progress(TextColumn("{task.description}"), BarColumn(),
                     TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
-                    console=err, transient=True, disable=not err.is_terminal)
+                    TextColumn("eta"), TimeRemainingColumn(), console=err,
+                    transient=True, disable=not err.is_terminal)
+
+
+def _log_progress(what: str, every: float = 10.0):
+    """Without a terminal, a progress callback that prints one line (the share of the
+    work done) after the first 2 s and then at most every `every` seconds."""
+    import time
+    t0 = time.monotonic()
+    last = [t0 - every + 2.0]
+
+    def tick(frac: float) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every and frac < 1:
+            last[0] = now
+            err.print(f"{what}: {100 * frac:.0f}% of the work after {now - t0:.0f} s",
+                      highlight=False, markup=False)
+    return tick
 
 
 def cmd_run(a) -> int:
@@ -134,10 +158,15 @@ def cmd_run(a) -> int:
         if getattr(a, flag) is not None:
             api.writable_file(getattr(a, flag), f"--{flag}")
     with _progress() as prog:
-        task = prog.add_task(f"{a.policy} on {a.workload}", total=1.0)
+        what = f"{a.policy} on {a.workload}"
+        task = prog.add_task(what, total=1.0)
+        log = _log_progress(what) if not err.is_terminal else (lambda f: None)
+
+        def tick(f):
+            prog.update(task, completed=f)
+            log(f)
         rec = api.run(a.machine, a.workload, a.policy, a.alloc, a.seed, a.scale,
-                      progress=lambda f: prog.update(task, completed=f), migrate=a.migrate,
-                      explain=a.explain)
+                      progress=tick, migrate=a.migrate, explain=a.explain)
     rec["speedup"] = None
     from .reports.tables import results_table
     out.print(results_table([rec], title=f"{a.machine} (scale {a.scale:g})"))
@@ -174,9 +203,12 @@ def _sweep(a):
 
 
 def cmd_compare(a) -> int:
+    from .reports.html import write_report
     from .reports.plots import plot_all
     from .reports.results import write_results
-    from .reports.tables import bandwidth_notes, results_table, summary_table, tie_notes
+    from .reports.stats import pair_rows, spread_notes
+    from .reports.tables import (bandwidth_notes, results_table, scale_text, summary_table,
+                                 tie_notes, verdict_table)
     machines = a.machine
     if a.scale is None:
         a.scale = api.suite_scale(a.workloads) or 1.0
@@ -203,17 +235,34 @@ def cmd_compare(a) -> int:
     outdir = Path(a.out)
     # several allocation policies: every run is compared with the baseline's first
     label = baseline if len(a.allocs) == 1 else f"{baseline} ({a.allocs[0]})"
+    nseeds = len({r["seed"] for r in recs})
+    rows = pair_rows(recs)
     for m in machines:
-        rs = [r for r in recs if r["machine"] == m]
-        out.print(results_table(rs, label, title=f"{m} (scale {a.scale:g})"))
+        title = f"{m}, scale {scale_text(a.scale)}, {nseeds} seed{'s' * (nseeds > 1)}"
+        out.print(results_table([r for r in recs if r["machine"] == m], label,
+                                title=f"{title}: every run"))
+        out.print(verdict_table([r for r in rows if r["machine"] == m], label,
+                                title=f"{title}: over seeds"))
     if len({r["workload"] for r in recs}) > 1:
         out.print(summary_table(recs, label))
-    for line in tie_notes(recs) + bandwidth_notes(recs):
+    notes = tie_notes(recs) + bandwidth_notes(recs) + spread_notes(rows)
+    if nseeds == 1:
+        notes.append("note: 1 seed, so no interval and no verdict: --seeds 0-2 (or more) "
+                     "gives both")
+    for line in notes:
         err.print(line, highlight=False, markup=False, soft_wrap=True)
     jp, cp = write_results(recs, outdir)
     pngs = plot_all(recs, label, outdir)
+    html = write_report(recs, label, outdir, pngs, notes, command=_command_line(a))
     out.print(f"wrote {jp}, {cp}, " + ", ".join(str(p) for p in pngs))
+    out.print(f"report: {html}")
     return 0
+
+
+def _command_line(a) -> str:
+    """The command that made this output, as a user would type it again."""
+    import shlex
+    return "tierlab " + shlex.join(a.argv)
 
 
 def cmd_reproduce(a) -> int:
@@ -369,6 +418,7 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="tierlab", description="Tiered main memory placement: simulate, compare, "
         "run for real.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     def common(sp, multi=False):
@@ -568,7 +618,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     p = parser()
+    argv = sys.argv[1:] if argv is None else [str(x) for x in argv]
     a = p.parse_args(argv)
+    a.argv = argv
     if not a.cmd:
         p.print_help()
         return 2

@@ -1,0 +1,57 @@
+"""report.html: one self-contained page per comparison (plots embedded, no network)
+with intervals, verdicts, notes, the command and the source digest; it opens in
+headless Chromium with every plot decoded and no console message."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import matplotlib.image
+import pytest
+
+from tierlab.cli import main
+from tierlab.provenance import source_digest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARGS = ["compare", "--scale", "1/256", "--machine", "optane-2tier,dram-cxl", "--workloads",
+        "gups:hotset,size=64MiB,hot=8MiB", "--policies", "static,oracle", "--seeds", "0-1"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    assert main([*ARGS, "--out", str(out)]) == 0
+    return out
+
+
+def test_the_report_stands_alone(report):
+    text = (report / "report.html").read_text()
+    pngs = sorted(report.glob("*.png"))
+    assert len(pngs) >= 4 and text.count("data:image/png;base64,") == len(pngs)
+    assert not re.search(r"(src|href)=['\"]?(https?:)?//", text)  # nothing fetched
+    assert "tierlab compare --scale 1/256 --machine optane-2tier,dram-cxl" in text
+    assert source_digest() in text
+    assert "faster" in text and "paired t-test over seeds on log throughput" in text
+    for machine in ("optane-2tier", "dram-cxl"):
+        assert f"{machine}, scale 1/256: over seeds" in text
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (Debian package "
+                    "chromium; make test installs it where apt-get may run)")
+def test_the_report_renders_in_headless_chromium(report, tmp_path):
+    page = (report / "report.html").as_uri()
+    base = [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
+            f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*base, "--enable-logging=stderr", "--v=0",
+                          "--virtual-time-budget=10000", "--dump-dom", page],
+                         capture_output=True, text=True, timeout=300)
+    n = len(list(report.glob("*.png")))
+    assert f'data-plots-ok="{n}/{n}"' in dom.stdout, dom.stdout[-2000:]
+    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    assert not console, console
+    shot = tmp_path / "shot.png"
+    subprocess.run([*base, "--hide-scrollbars", "--window-size=1280,2000",
+                    f"--screenshot={shot}", page], capture_output=True, timeout=300)
+    img = matplotlib.image.imread(shot)
+    assert img.shape[:2] == (2000, 1280) and img.std() > 0.05  # drawn, not blank
