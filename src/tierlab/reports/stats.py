@@ -146,7 +146,7 @@ def spread_notes(rows: list[dict]) -> list[str]:
             spread = max(x["log_sd"], y["log_sd"])
             if spread > gap:
                 notes.append(f"note: on {w} ({m}), {x['policy']} and {y['policy']} differ by "
-                             f"{100 * (math.exp(gap) - 1):.1f}%, less than the spread of "
-                             f"either across seeds ({100 * (math.exp(spread) - 1):.1f}%, one "
+                             f"{100 * (math.exp(gap) - 1):.1f}%, less than their spread "
+                             f"across seeds ({100 * (math.exp(spread) - 1):.1f}%, the larger "
                              "standard deviation): more seeds are needed to order them")
     return notes

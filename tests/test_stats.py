@@ -1,0 +1,94 @@
+"""Seeds as an axis (reports/stats.py): intervals, verdicts and summaries pinned on
+crafted records, and the verdict checked against scipy's paired t-test."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+
+from tierlab.reports.results import add_speedups
+from tierlab.reports.stats import (ONE_SEED, geo_ci, geomean_rows, mean_ci, pair_rows,
+                                   spread_notes, verdict)
+
+
+def recs(table: dict, machine="m") -> list[dict]:
+    """Records from {(workload, policy): [throughput per seed]}, speedups over static."""
+    out = [{"machine": machine, "workload": w, "policy": p, "alloc": "a", "seed": s,
+            "throughput": x, "work_unit": "ops", "scale": 1 / 8}
+           for (w, p), xs in table.items() for s, x in enumerate(xs)]
+    add_speedups(out, "static")
+    return out
+
+
+def test_mean_ci_is_student_t():
+    e = mean_ci([1.0, 2.0, 3.0])
+    half = sps.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)
+    assert e.mean == 2.0 and e.lo == pytest.approx(2 - half) and e.hi == pytest.approx(2 + half)
+    one = mean_ci([5.0])
+    assert one.lo is None and one.hi is None and one.text() == "5"
+
+
+def test_geo_ci_is_the_interval_of_the_logs_exponentiated():
+    e = geo_ci([1.1, 1.2, 1.3])
+    logs = np.log([1.1, 1.2, 1.3])
+    half = sps.t.ppf(0.975, 2) * logs.std(ddof=1) / math.sqrt(3)
+    assert e.mean == pytest.approx(math.exp(logs.mean()))
+    assert e.lo == pytest.approx(math.exp(logs.mean() - half))
+    assert e.hi == pytest.approx(math.exp(logs.mean() + half))
+
+
+@pytest.mark.parametrize("ratios,word", [
+    ([1.10, 1.12, 1.09], "faster"), ([0.90, 0.91, 0.89], "slower"),
+    ([0.90, 1.10, 1.00], "no difference"), ([1.2], ONE_SEED),
+    ([1.0, 1.0, 1.0], "no difference"), ([2.0, 2.0], "faster")])
+def test_verdict_words(ratios, word):
+    assert verdict(ratios) == word
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.floats(1e3, 1e7), st.floats(0.5, 2.0)), min_size=2,
+                max_size=8))
+def test_the_verdict_is_the_paired_t_test_on_log_throughput(pairs):
+    base = np.array([b for b, _ in pairs])
+    other = base * np.array([r for _, r in pairs])
+    rows = pair_rows(recs({("w", "static"): list(base), ("w", "x"): list(other)}))
+    got = next(r for r in rows if r["policy"] == "x")["verdict"]
+    d = np.log(other) - np.log(base)
+    if np.ptp(d) < 1e-12:
+        return  # a constant difference: no t statistic (verdict() decides by sign)
+    p = sps.ttest_rel(np.log(other), np.log(base)).pvalue
+    assert got == ("no difference" if p >= 0.05 else
+                   "faster" if d.mean() > 0 else "slower")
+
+
+def test_pair_rows_pair_by_seed():
+    """A policy 10% faster on every seed is faster even when seeds differ 10x between
+    them (the pairing removes the seed's effect)."""
+    rows = pair_rows(recs({("w", "static"): [1.0, 10.0, 100.0],
+                           ("w", "x"): [1.1, 11.0, 110.0]}))
+    x = next(r for r in rows if r["policy"] == "x")
+    assert x["speedup"].mean == pytest.approx(1.1) and x["verdict"] == "faster"
+    assert x["seeds"] == [0, 1, 2] and x["throughput"].n == 3
+
+
+def test_geomean_rows_use_only_seeds_with_every_workload():
+    rs = recs({("w1", "static"): [1, 1, 1], ("w1", "x"): [2, 2, 2],
+               ("w2", "static"): [1, 1], ("w2", "x"): [8, 8]})
+    g = next(r for r in geomean_rows(rs) if r["policy"] == "x")
+    assert g["seeds"] == [0, 1] and g["workloads"] == 2
+    assert g["geomean"].mean == pytest.approx(4.0)
+
+
+def test_spread_note_when_seeds_spread_more_than_the_gap():
+    rs = recs({("w", "static"): [1, 1, 1], ("w", "a"): [1.0, 1.5, 2.0],
+               ("w", "b"): [1.3, 1.35, 1.4]})
+    notes = spread_notes(pair_rows(rs))
+    assert any("b and a differ by" in n and "more seeds" in n for n in notes), notes
+    far = recs({("w", "static"): [1, 1, 1], ("w", "a"): [2.0, 2.1, 2.2],
+                ("w", "b"): [4.0, 4.1, 4.2]})
+    assert not [n for n in spread_notes(pair_rows(far)) if "a and b" in n]
+    assert len(spread_notes(pair_rows(rs))) == 1  # static's spread is 0: far from a
