@@ -80,7 +80,7 @@ def test_default_workloads_are_three_representative_ones():
 def test_cli_runs_the_full_grid(tmp_path, capsys):
     """The CLI's dispatch: the whole 16 + 9 grid (24 distinct cells) on the tiny run."""
     assert main(["reproduce", "idt", "--sensitivity", "--out", str(tmp_path), "--scale",
-                 "1/1024", "--workloads", TINY[0], "--jobs", "2"]) == 0
+                 "1/1024", "--workloads", TINY[0], "--jobs", "2", "--seeds", "0"]) == 0
     doc = json.loads((tmp_path / "results.json").read_text())
     assert [len(g["cells"]) for g in doc["grids"]] == [16, 9]
     assert len(doc["records"]) == 24 and doc["scale"] == 1 / 1024

@@ -92,3 +92,22 @@ def test_spread_note_when_seeds_spread_more_than_the_gap():
                 ("w", "b"): [4.0, 4.1, 4.2]})
     assert not [n for n in spread_notes(pair_rows(far)) if "a and b" in n]
     assert len(spread_notes(pair_rows(rs))) == 1  # static's spread is 0: far from a
+
+
+def test_reproduction_matrices_give_intervals_and_words_over_seeds():
+    from tierlab.reports.reproduce import md_matrix
+    t = md_matrix(recs({("w", "static"): [1, 1, 1], ("w", "x"): [1.1, 1.12, 1.09]}),
+                  ["static", "x"])
+    assert "| w | 1.00 [1.00, 1.00] | 1.10 [" in t and "] faster |" in t, t
+    assert "Seeds 0, 1, 2: [lo, hi] is the 95% interval" in t
+    one = md_matrix(recs({("w", "static"): [1], ("w", "x"): [2]}), ["static", "x"])
+    assert "| w | 1.00 | 2.00 |" in one and "1 seed, no interval" in one, one
+
+
+def test_default_seeds_reach_every_compare_in_the_block():
+    import tierlab
+    with tierlab.api.default_seeds([0, 1]):
+        rs = tierlab.compare(["optane-2tier"], ["gups:uniform"], ["static"], scale=1 / 256)
+        assert sorted(r["seed"] for r in rs) == [0, 1]
+    rs = tierlab.compare(["optane-2tier"], ["gups:uniform"], ["static"], scale=1 / 256)
+    assert [r["seed"] for r in rs] == [0]

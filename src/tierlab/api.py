@@ -12,6 +12,8 @@ import json
 import numbers
 import os
 import tempfile
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from dataclasses import dataclass
 
@@ -338,7 +340,22 @@ def validate(jobs: list[Job]) -> None:
         Costs.for_mover(m)
 
 
-def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,),
+#: the seeds of a compare call that names none (`default_seeds`; reproduce --seeds)
+_SEEDS: ContextVar[tuple] = ContextVar("tierlab_default_seeds", default=(0,))
+
+
+@contextmanager
+def default_seeds(seeds):
+    """Inside the block, `compare` calls that name no seeds run these (a reproduction's
+    several comparisons all run `reproduce --seeds`)."""
+    token = _SEEDS.set(tuple(check_seed(s) for s in check_list(seeds, "seeds")))
+    try:
+        yield
+    finally:
+        _SEEDS.reset(token)
+
+
+def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=None,
             scale: float = 1.0, baseline: str | None = None, jobs: int | None = None,
             on_done=None, migrate: str = "linux", cluster=None, out=None,
             resume: bool = False, force: bool = False) -> list[dict]:
@@ -348,8 +365,10 @@ def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=(0,
     (issue 20); `out`: a directory where each finished run is appended to results.jsonl;
     `resume`: skip the runs already there; `force`: start over in an `out` that
     already holds a sweep (refused otherwise). Inside `with tierlab.sweep.Sweep(...)`,
-    without these, runs go through that sweep (sweep.py)."""
+    without these, runs go through that sweep (sweep.py). `seeds` None: (0,), or those
+    of the enclosing `default_seeds` block."""
     from .sweep import Sweep, active
+    seeds = _SEEDS.get() if seeds is None else seeds
     machines, workloads, policies, allocs, seeds = (
         check_list(v, k) for v, k in ((machines, "machines"), (workloads, "workloads"),
                                       (policies, "policies"), (allocs, "allocs"),

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -292,14 +293,42 @@ def cmd_reproduce(a) -> int:
     if a.name == "telescope" and getattr(a, "cluster", None):
         err.print("note: telescope's telemetry runs stay in this process; its tiering "
                   "runs go to the cluster (docs/cluster.md)")
-    with _sweep(a) as sweep:
+    api.check_unique(a.seeds, "--seeds")
+    t0 = time.monotonic()
+    with _sweep(a) as sweep, api.default_seeds(a.seeds):
         if total:
-            err.print(f"[bold]{total} runs[/] on {sweep.where_for(total)}")
+            err.print(f"[bold]{total * len(a.seeds)} runs[/] on "
+                      f"{sweep.where_for(total * len(a.seeds))}")
         scale = a.scale if a.scale is not None else REPRODUCTION_SCALE[a.name]
         extra = {"policies": a.policies} if a.name == "beyond" else {}
         path = run(Path(a.out), scale, wls, a.jobs, on_done=sweep.report, **extra)
+        ran = sweep.ran
+    html = _reproduction_report(Path(a.out), a)
+    err.print(f"reproduce {a.name}: {ran} run(s) made in {time.monotonic() - t0:.0f} s, "
+              f"{len(a.seeds)} seed(s) each", highlight=False)
     out.print(f"wrote {path} (figures and results.json beside it)")
+    if html is not None:
+        out.print(f"report: {html}")
     return 0
+
+
+def _reproduction_report(outdir: Path, a):
+    """report.html beside a reproduction's results.json: its tables over seeds and its
+    figures (the Markdown report states the paper's claims)."""
+    from .reports.html import write_report
+    from .reports.stats import spread_notes, pair_rows
+    jp = outdir / "results.json"
+    if not jp.is_file():
+        return None
+    recs = json.loads(jp.read_text())
+    if not isinstance(recs, list) or not recs or not all(
+            isinstance(r, dict) and "throughput" in r for r in recs):
+        return None
+    notes = spread_notes(pair_rows(recs))
+    if len({r["seed"] for r in recs}) == 1:
+        notes.append("1 seed, so no interval and no verdict: --seeds 0-2 gives both")
+    return write_report(recs, "its baseline", outdir, sorted(outdir.glob("*.png")), notes,
+                        command=_command_line(a), title=f"tierlab reproduce {a.name}")
 
 
 def cmd_telemetry(a) -> int:
@@ -513,6 +542,9 @@ def parser() -> argparse.ArgumentParser:
                     "1/64)")
     rp.add_argument("--workloads", type=_csv, default=["@baselines"],
                     help="workload specs or @SUITE (default: @baselines)")
+    rp.add_argument("--seeds", type=_seeds, default=range(3),
+                    help="seeds of every run (default: 0-2, which gives each speedup a "
+                    "95%% interval and a verdict; 0 runs a third as many)")
     rp.add_argument("--jobs", type=_number("--jobs", lo=1, integer=True),
                     default=os.cpu_count() or 1,
                     help="parallel processes (default: all cores)")

@@ -22,6 +22,7 @@ from .repro_beyond import reproduce_beyond
 from .repro_colloid import COLLOID_SCALE, reproduce_colloid
 from .repro_johnny_cache import JC_SCALE, reproduce_johnny_cache
 from .results import present_traces
+from .stats import ONE_SEED, TEST, geomean_rows, pair_rows
 from .tables import geomean_speedups
 
 IDT_BASELINES = ["autonuma", "autonuma-tiering", "autonuma-tiering-mglru", "tpp",
@@ -46,24 +47,36 @@ IDT_ABLATIONS = ["idt", "idt-static-q2", "idt-static-q3", "idt-static-max", "idt
                  GAMMA0, "idt-noprp", "idt-damon", *IDT_RULE_OPTIONS]
 
 
-def md_matrix(records: list[dict], policies: list[str], fmt=lambda r: "") -> str:
-    """Workloads x policies Markdown table of fmt(record); geomean row of speedups."""
+def md_matrix(records: list[dict], policies: list[str]) -> str:
+    """Workloads x policies Markdown table of speedups over seeds (stats.pair_rows):
+    the geometric mean, and with several seeds its 95% interval and verdict; a geomean
+    row across workloads (its interval over seeds)."""
     wls = list(dict.fromkeys(r["workload"] for r in records))
-    by = {(r["workload"], r["policy"]): r for r in records}
+    by = {(r["workload"], r["policy"]): r for r in pair_rows(records)}
     out = ["| workload | " + " | ".join(policies) + " |",
            "|---|" + "---:|" * len(policies)]
     for w in wls:
-        out.append(f"| {w} | " + " | ".join(fmt(by[(w, p)]) if (w, p) in by else "-"
-                                            for p in policies) + " |")
-    gm = {k[2]: v for k, v in geomean_speedups(records).items()}
-    if fmt is _speedup:
-        out.append("| **geomean** | " + " | ".join(
-            f"**{gm[p]:.2f}**" if p in gm else "-" for p in policies) + " |")
+        out.append(f"| {w} | " + " | ".join(_cell(by.get((w, p))) for p in policies) + " |")
+    gm = {g["policy"]: g["geomean"] for g in geomean_rows(records)}
+    out.append("| **geomean** | " + " | ".join(
+        f"**{gm[p].text('{:.2f}')}**" if p in gm else "-" for p in policies) + " |")
+    seeds = sorted({r["seed"] for r in records})
+    out.append("")
+    out.append(f"Seeds {', '.join(map(str, seeds))}: " + (
+        f"[lo, hi] is the 95% interval and the word the verdict against the baseline "
+        f"({TEST})." if len(seeds) > 1 else f"{ONE_SEED}."))
     return "\n".join(out)
 
 
-def _speedup(r) -> str:
-    return f"{r['speedup']:.2f}" if r.get("speedup") else "-"
+def _cell(row) -> str:
+    """One speedup cell: '2.45', or '2.45 [2.31, 2.60] faster' over several seeds."""
+    if row is None or row["speedup"] is None:
+        return "-"
+    sp = row["speedup"]
+    if sp.lo is None:
+        return f"{sp.mean:.2f}"
+    word = "" if row["verdict"] == "no difference" and sp.mean == 1 else f" {row['verdict']}"
+    return sp.text("{:.2f}") + word
 
 
 def _geo(xs) -> float:
@@ -143,7 +156,7 @@ remote DRAM -> local Optane -> remote Optane) at scale {scale:g}; workloads:
 {claims}
 ## Main comparison (4 tiers)
 
-{md_matrix(main, pols, _speedup)}
+{md_matrix(main, pols)}
 
 ![4 tiers](idt-4tier.png)
 
@@ -156,7 +169,7 @@ The paper's ordering (IDT above every baseline) {ordering} here.
 
 ## Ablations
 
-{md_matrix(abl, ["idt"] + IDT_ABLATIONS[1:], _speedup)}
+{md_matrix(abl, ["idt"] + IDT_ABLATIONS[1:])}
 
 ![ablations](idt-ablations.png)
 
@@ -194,7 +207,7 @@ bit per aggregation (nr_accesses > 0, the last 64), the one DAMON keeps.
 
 ## Two tiers (`optane-2tier`)
 
-{md_matrix(two, ["autonuma", "autonuma-tiering-mglru", "tpp", "damon-tiering", "idt", "oracle"], _speedup)}
+{md_matrix(two, ["autonuma", "autonuma-tiering-mglru", "tpp", "damon-tiering", "idt", "oracle"])}
 
 ![2 tiers](idt-2tier.png)
 
@@ -230,7 +243,7 @@ RocksDB `db_bench` and redis-server under YCSB zipfian, recorded with `tierlab t
 record` (tests/data/traces, scripts/traces), 16 copies each, at full scale on
 `{IDT_TRACE_MACHINE}`. Speedup over `autonuma`; records: `results-traces.json`.
 
-{md_matrix(recs, pols, _speedup)}
+{md_matrix(recs, pols)}
 """
 
 
