@@ -97,8 +97,9 @@ def plot_speedup(records, baseline, path: Path) -> Path:
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xticks(x, [short_name(w) for w in wls], rotation=20, ha="right")
         ax.set_ylabel(f"speedup over {baseline}")
-        ax.set_title(_row_title(records, m) + ": geometric mean, 95% interval over seeds",
-                     fontsize=10)
+        several = len({r["seed"] for r in records if r["machine"] == m}) > 1
+        ax.set_title(_row_title(records, m) + (": geometric mean, 95% interval over seeds"
+                                               if several else ": no interval"), fontsize=10)
     fig.tight_layout()
     return _save(fig, path, [(h, k) for k, h in handles.items()], "policy")
 
