@@ -32,6 +32,23 @@ err = Console(stderr=True)
 out = Console(width=None if sys.stdout is not None and sys.stdout.isatty() else 170)
 
 
+#: `reproduce --help`: each reproduction's runs per seed at its default scale, and the
+#: wall time measured with --jobs 1 on the project's 2-core box (docs/benchmarks.md,
+#: "The reproductions")
+REPRODUCE_RUNS = """\
+runs per seed at the default scale, and typical wall time per seed (--jobs 1, 2-core
+box; docs/benchmarks.md); the default --seeds 0-2 takes three times as long:
+  idt             340 runs (320 at 1/64, 20 trace runs)    15 min
+  idt --sensitivity 72 runs                                  2.5 min
+  hemem            60 runs at 1/256                          3 min
+  telescope        15 telemetry runs up to 5 TiB, 9 tiering  2-8 min
+  johnny-cache     36 runs at 1/32                           1.5 min
+  allocation      120 runs (105 at 1/64, 15 trace runs)     4.5 min
+  colloid          64 runs at 1/64                           5 min
+  beyond          810 runs (54 cells x 15 policies)          hours
+
+"""
+
 #: compare refuses more runs than this without --yes
 MAX_RUNS = 10_000
 
@@ -529,8 +546,10 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("reproduce", help="a paper's evaluation: Markdown report, PNGs, "
                         "results.json", description="Reproduce a paper's evaluation in the "
                         "simulator and write DIR/README.md (tables with the paper's numbers "
-                        "next to the simulator's), PNG figures and DIR/results.json.",
-                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        "next to the simulator's), PNG figures, DIR/results.json and "
+                        "DIR/report.html.",
+                        epilog=REPRODUCE_RUNS + EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     rp.add_argument("name", help="which paper: idt, hemem, telescope, johnny-cache, "
                     "allocation, colloid; or beyond (issue 21: tierlab's own policy "
                     "against every other and the oracle)")
