@@ -111,3 +111,13 @@ def test_default_seeds_reach_every_compare_in_the_block():
         assert sorted(r["seed"] for r in rs) == [0, 1]
     rs = tierlab.compare(["optane-2tier"], ["gups:uniform"], ["static"], scale=1 / 256)
     assert [r["seed"] for r in rs] == [0]
+
+
+def test_versus_pairs_by_workload_and_seed():
+    from tierlab.reports.stats import versus
+    rs = recs({("w1", "a"): [2.0, 2.2], ("w1", "b"): [1.0, 1.1],
+               ("w2", "a"): [3.0, 3.1], ("w2", "b"): [1.5, 1.5],
+               ("w1", "static"): [1, 1], ("w2", "static"): [1, 1]})
+    text = versus(rs, "a", "b")
+    assert text.startswith("a/b 2.0") and "a faster (4 pairs of workload and seed)" in text
+    assert versus(rs, "a", "nosuch") == "-"

@@ -22,7 +22,7 @@ from .repro_beyond import reproduce_beyond
 from .repro_colloid import COLLOID_SCALE, reproduce_colloid
 from .repro_johnny_cache import JC_SCALE, reproduce_johnny_cache
 from .results import present_traces
-from .stats import ONE_SEED, TEST, geomean_rows, pair_rows
+from .stats import ONE_SEED, TEST, geomean_rows, pair_rows, versus
 from .tables import geomean_speedups
 
 IDT_BASELINES = ["autonuma", "autonuma-tiering", "autonuma-tiering-mglru", "tpp",
@@ -134,13 +134,13 @@ def reproduce_idt(out: Path, scale: float, workloads: list[str], jobs: int | Non
     claims = f"""| claim | paper | tierlab |
 |---|---|---|
 | merge quality: mean Hamming distance of merged histories, DAMON -> IDT | 8.13 -> 5.15 | {64 * mean(hm['idt-damon']):.2f} -> {64 * mean(hm['idt']):.2f} bits of 64 (one bit per aggregation; mean over workloads) |
-| IDT's monitor pays off end to end: `idt` vs `idt-damon` | (IDT's design) | {g['idt']:.2f}x vs {g['idt-damon']:.2f}x |
-| RL beats every static threshold: `idt` vs the best of q2/q3/max/age 10 | yes | {g['idt']:.2f}x vs {g[best_static]:.2f}x (`{best_static}`) |
-| gamma > 0 beats gamma = 0 | yes | {g['idt']:.2f}x (0.9) vs {g[GAMMA0]:.2f}x (0) |
+| IDT's monitor pays off end to end: `idt` vs `idt-damon` | (IDT's design) | {g['idt']:.2f}x vs {g['idt-damon']:.2f}x; {versus(abl, 'idt', 'idt-damon')} |
+| RL beats every static threshold: `idt` vs the best of q2/q3/max/age 10 | yes | {g['idt']:.2f}x vs {g[best_static]:.2f}x (`{best_static}`); {versus(abl, 'idt', best_static)} |
+| gamma > 0 beats gamma = 0 | yes | {g['idt']:.2f}x (0.9) vs {g[GAMMA0]:.2f}x (0); {versus(abl, 'idt', GAMMA0)} |
 | PRP fires and is accurate | accuracy high | {sum(nprp)} PRP promotions over {len(nprp)} runs, {f"accuracy {mean(acc):.2f} (mean over the {len(acc)} runs with one resolved)" if acc else "none resolved"} |
-| IDT beats IDT without PRP | yes | {g['idt']:.2f}x vs {g['idt-noprp']:.2f}x |
+| IDT beats IDT without PRP | yes | {g['idt']:.2f}x vs {g['idt-noprp']:.2f}x; {versus(abl, 'idt', 'idt-noprp')} |
 | IDT over AutoNUMA balancing | 2.08x (mean) | {gm.get('idt', float('nan')):.2f}x (geomean) |
-| IDT over the best baseline | +11.2% (AutoNUMA tiering + MGLRU) | {100 * (gm.get('idt', float('nan')) / gm[best] - 1):+.1f}% (`{best}`) |
+| IDT over the best baseline | +11.2% (AutoNUMA tiering + MGLRU) | {100 * (gm.get('idt', float('nan')) / gm[best] - 1):+.1f}% (`{best}`); {versus(main, 'idt', best)} |
 """
     ordering = "holds" if gm.get("idt", 0) > gm.get(best, 0) else "does not hold"
     two_best = gm2.get("autonuma-tiering-mglru", float("nan"))

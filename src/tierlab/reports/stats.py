@@ -150,3 +150,22 @@ def spread_notes(rows: list[dict]) -> list[str]:
                              f"across seeds ({100 * (math.exp(spread) - 1):.1f}%, the larger "
                              "standard deviation): more seeds are needed to order them")
     return notes
+
+
+def versus(records, a: str, b: str) -> str:
+    """A claim "a beats b" over a suite: the geometric mean of a's throughput over b's,
+    paired by (machine, workload, alloc, seed), with its 95% interval and the verdict
+    of a paired t-test over those pairs on log throughput."""
+    thr: dict[str, dict[tuple, float]] = {a: {}, b: {}}
+    for r in records:
+        if r["policy"] in thr:
+            thr[r["policy"]][(r["machine"], r["workload"], r["alloc"], r["seed"])] = \
+                r["throughput"]
+    pairs = [thr[a][k] / thr[b][k] for k in thr[a] if k in thr[b] and thr[b][k] > 0
+             and thr[a][k] > 0]
+    if not pairs:
+        return "-"
+    e = geo_ci(pairs)
+    word = verdict(pairs)
+    word = {"faster": f"{a} faster", "slower": f"{a} slower"}.get(word, word)
+    return f"{a}/{b} {e.text('{:.2f}')}, {word} ({len(pairs)} pairs of workload and seed)"
