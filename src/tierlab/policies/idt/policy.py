@@ -199,8 +199,9 @@ class IDT(Policy):
                                        age_rule=age_rule, split_at=split_at).items()
                  if v is not None}
         if given and self.monitor_name != "idt-regions":
-            raise TierlabError(f"bad idt {', '.join(given)}: a parameter of IDT's region "
-                               f"monitor, and this policy runs on {self.monitor_name}")
+            raise TierlabError(f"bad {getattr(self, 'registered_name', 'idt')} "
+                               f"{', '.join(given)}: a parameter of IDT's region monitor, and "
+                               f"this policy runs on {self.monitor_name}")
         mp = {**REGION_MONITOR_DEFAULTS, **given}
         self.params.update(mp)  # the record shows the values the monitor runs with
         self.history = parse_choice(mp.pop("history"), "idt history", HISTORY_RULES)
