@@ -194,3 +194,23 @@ def test_help_explains(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "--baseline" in out and "--jobs" in out and "gups:hotset,hot=4GiB" in out
+
+
+def test_the_modules_the_guest_carries_import_neither_scipy_nor_matplotlib():
+    """tests/guest/mkinitramfs.sh puts into the guest's RAM disk every package the
+    tierlab modules import (except its front-ends); scipy alone is ~110 MiB there, and
+    a report module importing it at the top doubled the RAM disk until the guest's
+    workloads ran out of memory. Those imports stay inside functions."""
+    import re
+    script = (Path(__file__).parent / "guest" / "mkinitramfs.sh").read_text()
+    skip = re.search(r"^skip = (\(.*\))$", script, re.M).group(1)
+    code = ("import importlib, pkgutil, sys, tierlab, tierlab.cli\n"
+            f"skip = {skip}\n"
+            "for m in pkgutil.walk_packages(tierlab.__path__, 'tierlab.'):\n"
+            "    if not m.name.startswith(skip):\n"
+            "        importlib.import_module(m.name)\n"
+            "print(sorted(k for k in ('scipy', 'matplotlib') if k in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout

@@ -210,7 +210,7 @@ def test_a_sweep_on_the_cluster_equals_the_local_run(cluster, here, reference, c
         ran_trace = ("trace:traces/redis.npz", f"worker {w}") in ran
         assert len(copies) == 1 if ran_trace else len(copies) <= 1, copies
     pngs = sorted(reference.glob("*.png"))
-    assert len(pngs) == 4
+    assert len(pngs) == 3 + 3  # and a tier-share-over-time figure per workload
     for png in pngs:
         assert (here / "out" / png.name).read_bytes() == png.read_bytes(), png.name
 

@@ -16,7 +16,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 LEVEL = 0.95  #: confidence level of every interval and verdict
 TEST = "paired t-test over seeds on log throughput, 95%"
@@ -52,6 +51,7 @@ def mean_ci(xs) -> Estimate:
     m = float(x.mean())
     if x.size < 2:
         return Estimate(m, None, None, int(x.size))
+    from scipy import stats  # here: importing scipy costs the Linux guest ~110 MiB
     half = float(stats.t.ppf(0.5 + LEVEL / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
     return Estimate(m, m - half, m + half, int(x.size))
 
@@ -72,6 +72,7 @@ def verdict(ratios) -> str:
         return ONE_SEED
     if np.ptp(r) == 0:  # identical every seed: the t statistic is undefined
         return "no difference" if r[0] == 0 else ("faster" if r[0] > 0 else "slower")
+    from scipy import stats
     with warnings.catch_warnings():  # nearly equal seeds: scipy warns, the p is sound
         warnings.simplefilter("ignore", RuntimeWarning)
         p = stats.ttest_1samp(r, 0.0).pvalue
