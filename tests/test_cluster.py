@@ -520,18 +520,23 @@ def test_out_over_a_sweep_is_refused_and_loses_nothing(tmp_path, monkeypatch, ca
                                scale=1 / 256, out=str(tmp_path / "o"), force=True)) == 1
 
 
+def _a_finished_sweep(tmp_path, monkeypatch, seeds: str):
+    """A small sweep finished in tmp_path/o: its arguments, results.jsonl and records."""
+    monkeypatch.chdir(tmp_path)
+    args = ["compare", "--scale", "1/256", "--workloads", "gups:uniform", "--policies",
+            "static", "--seeds", seeds, "--jobs", "1"]
+    assert main([*args, "--out", "o"]) == 0
+    path = tmp_path / "o" / JSONL
+    return args, path, [json.loads(x) for x in path.read_text().splitlines()]
+
+
 def test_resume_reruns_records_that_cannot_stand_for_their_run(tmp_path, monkeypatch,
                                                                capsys):
     """--resume reads every record back through `record_problem`: a line without
     `policy`, one with a garbage value and one with throughput NaN are never used; their
     runs run again, said in one note, and results.json holds only sound records."""
     import math
-    monkeypatch.chdir(tmp_path)
-    args = ["compare", "--scale", "1/256", "--workloads", "gups:uniform", "--policies",
-            "static", "--seeds", "0-3", "--jobs", "1"]
-    assert main([*args, "--out", "o"]) == 0
-    path = tmp_path / "o" / JSONL
-    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    args, path, recs = _a_finished_sweep(tmp_path, monkeypatch, "0-3")
     del recs[0]["policy"]
     recs[1]["alloc"] = {"not": "text"}
     recs[2]["throughput"] = float("nan")
@@ -617,12 +622,7 @@ def test_resume_reruns_the_runs_other_code_made(tmp_path, monkeypatch, capsys):
     """A run key holds the digest of the source that made it: after an edit (here, the
     key's digest is another code's), --resume runs those runs again and says how many
     and why; runs of this code are kept."""
-    monkeypatch.chdir(tmp_path)
-    args = ["compare", "--scale", "1/256", "--workloads", "gups:uniform", "--policies",
-            "static", "--seeds", "0-2", "--jobs", "1"]
-    assert main([*args, "--out", "o"]) == 0
-    path = tmp_path / "o" / JSONL
-    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    args, path, recs = _a_finished_sweep(tmp_path, monkeypatch, "0-2")
     for r in recs[:2]:
         r["run_key"]["source"] = "0123456789abcdef"
         r["throughput"] = 1.0  # what the old code measured
