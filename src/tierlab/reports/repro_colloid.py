@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from .. import api
+from .stats import ONE_SEED, geo_ci, verdict
 
 #: the artifact's alternate-tier unloaded latencies (ns) and antagonist levels
 LATENCIES = [135, 148, 168, 192]
@@ -51,9 +52,20 @@ def reproduce_colloid(out: Path, scale: float, workloads, jobs, on_done=None) ->
     recs = api.compare(list(grid.values()), [WORKLOAD], POLICIES, scale=scale,
                        baseline="hemem", jobs=jobs, on_done=on_done)
     (out / "results.json").write_text(json.dumps(recs, indent=1))
-    by = {(r["machine"], r["policy"]): r for r in recs}
-    gain = {(base, k): by[(m, col)]["throughput"] / by[(m, base)]["throughput"]
-            for base, col in PAIRS for k, m in grid.items()}
+    seed0 = min(r["seed"] for r in recs)
+    by = {(r["machine"], r["policy"]): r for r in recs if r["seed"] == seed0}
+    thr = {(r["machine"], r["policy"], r["seed"]): r["throughput"] for r in recs}
+    seeds = sorted({r["seed"] for r in recs})
+    # with Colloid over without, paired by seed: geometric mean, interval, verdict
+    ratio = {(base, k): [thr[(m, col, s)] / thr[(m, base, s)] for s in seeds]
+             for base, col in PAIRS for k, m in grid.items()}
+    est = {k: geo_ci(v) for k, v in ratio.items()}
+    gain = {k: e.mean for k, e in est.items()}
+
+    def cell(key) -> str:
+        e = est[key]
+        return f"{e.mean:.2f}" if e.lo is None else \
+            f"{e.text('{:.2f}')} {verdict(ratio[key])}"
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, (base, col) in zip(axes, PAIRS):
         for lat in LATENCIES:
@@ -72,7 +84,7 @@ def reproduce_colloid(out: Path, scale: float, workloads, jobs, on_done=None) ->
     for base, col in PAIRS:
         for lat in LATENCIES:
             rows.append(f"| {col} / {base} | {lat} ns | "
-                        + " | ".join(f"{gain[(base, (lat, x))]:.2f}" for x in LOADS)
+                        + " | ".join(cell((base, (lat, x))) for x in LOADS)
                         + f" | {PAPER_3X[base][lat]:.2f} |")
     lrows = ["| alternate tier | load | policy | default-tier share | L_D ns | L_A ns |"
              " migrated |", "|---:|---:|---|---:|---:|---:|---:|"]
@@ -96,7 +108,8 @@ def reproduce_colloid(out: Path, scale: float, workloads, jobs, on_done=None) ->
 default tier's bandwidth; a mapping chosen here). Throughput with Colloid over without
 on the same machine: HeMem+Colloid (`colloid-hemem`) over `hemem`, TPP+Colloid
 (`colloid-tpp`) over the artifact's TPP, which is Linux 6.3's memory tiering
-(`autonuma-tiering`). Records: `results.json`.
+(`autonuma-tiering`). Records: `results.json`. Seeds {", ".join(map(str, seeds))}: {
+"each cell is the geometric mean over seeds of the ratio (both runs share the seed), its 95% interval and the verdict of a paired t-test over seeds on log throughput (faster: Colloid helps)" if len(seeds) > 1 else ONE_SEED}.
 
 {chr(10).join(rows)}
 
@@ -107,8 +120,9 @@ The artifact: HeMem+Colloid 0.99-1.01x with no antagonist and 1.76-2.36x at 3x, 
 {span("hemem", 0)} at 0x and {span("hemem", 3)} at 3x; TPP+Colloid
 {span("autonuma-tiering", 0)} at 0x and {span("autonuma-tiering", 3)} at 3x.
 
-Latencies at the end of each run, as Colloid's counters see them (L = occupancy /
-inserts, EWMA), and where the accesses went (`colloid_last` is empty without Colloid):
+Latencies at the end of each run of seed {seed0}, as Colloid's counters see them (L =
+occupancy / inserts, EWMA), and where the accesses went (`colloid_last` is empty without
+Colloid):
 
 {chr(10).join(lrows)}
 """
