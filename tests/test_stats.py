@@ -121,3 +121,15 @@ def test_versus_pairs_by_workload_and_seed():
     text = versus(rs, "a", "b")
     assert text.startswith("a/b 2.0") and "a faster (4 pairs of workload and seed)" in text
     assert versus(rs, "a", "nosuch") == "-"
+
+
+def test_over_seeds_gives_one_record_per_cell():
+    from tierlab.reports.stats import over_seeds
+    rs = recs({("w", "static"): [1.0, 4.0], ("w", "x"): [2.0, 8.0]})
+    for r in rs:
+        r["policy_stats"] = {"seed": r["seed"]}
+    got = {r["policy"]: r for r in over_seeds(rs)}
+    assert len(got) == 2 and got["x"]["seeds"] == [0, 1]
+    assert got["x"]["throughput"] == pytest.approx(4.0)  # geometric mean of 2 and 8
+    assert got["x"]["speedup"] == pytest.approx(2.0)
+    assert got["x"]["policy_stats"] == {"seed": 0}  # other fields: the lowest seed's

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .. import api
 from . import trace_regimes
+from .stats import over_seeds
 
 MACHINES = {"optane-4tier": "dram0", "optane-2tier": "dram", "dram-cxl": "dram"}
 LOADS = [0, 2]
@@ -70,7 +71,7 @@ def reproduce_beyond(out: Path, scale: float, workloads, jobs, on_done=None,
             r["scenario"] = sc["label"]
         recs += got
         by_wl = {}
-        for r in got:
+        for r in over_seeds(got):  # one run per cell: geometric means over the seeds
             by_wl.setdefault(r["workload"], {})[r["policy"]] = r
         for wl, by in by_wl.items():
             cells.append({"scenario": sc["label"], "workload": wl, "runs": by})

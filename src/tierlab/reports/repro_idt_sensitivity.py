@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .. import api
 from ..errors import TierlabError
+from .stats import over_seeds
 
 SENS_MACHINE = "optane-4tier"
 #: the suite's scale, as `reproduce idt` runs it
@@ -126,6 +127,7 @@ def reproduce_idt_sensitivity(out: Path, scale: float | None = None,
     recs = api.compare([machine], wls, policies(gs), scale=scale,
                        baseline=gs[0]["cells"][gs[0]["default"]], jobs=jobs,
                        on_done=on_done)
+    recs = over_seeds(recs)  # one record per cell: geometric means over the seeds
     normalise(recs, gs)
     wall = time.perf_counter() - t_wall
     _write_json(out / "results.json", gs, recs, machine, scale, wls, wall)

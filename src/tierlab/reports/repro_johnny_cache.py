@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import api
 from .results import write_results
+from .stats import over_seeds
 
 JC_CACHE = "optane-memory-mode:dram=32GiB,optane=256GiB,frame=2MiB"
 JC_FLAT = "optane-2tier:dram=32GiB,optane=256GiB"
@@ -47,13 +48,14 @@ def reproduce_johnny_cache(out: Path, scale: float, workloads: list[str],
                        baseline="linux-mm", jobs=jobs, on_done=on_done)
     recs += api.compare([JC_FLAT], wls, JC_FLAT_POLICIES, scale=scale, baseline="static",
                         jobs=jobs, on_done=on_done)
-    base = {r["workload"]: r["throughput"] for r in recs if r["policy"] == "linux-mm"}
+    base = {(r["workload"], r["seed"]): r["throughput"] for r in recs
+            if r["policy"] == "linux-mm"}
     for r in recs:
-        r["speedup_over_linux_mm"] = r["throughput"] / base[r["workload"]] \
-            if base.get(r["workload"]) else None
+        b = base.get((r["workload"], r["seed"]))
+        r["speedup_over_linux_mm"] = r["throughput"] / b if b else None
     write_results(recs, out)
     pols = JC_CACHE_POLICIES + JC_FLAT_POLICIES
-    by = {(r["workload"], r["policy"]): r for r in recs}
+    by = {(r["workload"], r["policy"]): r for r in over_seeds(recs)}
     rows = []
     for label, w, paper in JC_WORKLOADS:
         cells = []

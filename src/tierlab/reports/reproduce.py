@@ -22,7 +22,7 @@ from .repro_beyond import reproduce_beyond
 from .repro_colloid import COLLOID_SCALE, reproduce_colloid
 from .repro_johnny_cache import JC_SCALE, reproduce_johnny_cache
 from .results import present_traces
-from .stats import ONE_SEED, TEST, geomean_rows, pair_rows, versus
+from .stats import ONE_SEED, TEST, geomean_rows, over_seeds, pair_rows, versus
 from .tables import geomean_speedups
 
 IDT_BASELINES = ["autonuma", "autonuma-tiering", "autonuma-tiering-mglru", "tpp",
@@ -113,7 +113,7 @@ def reproduce_idt(out: Path, scale: float, workloads: list[str], jobs: int | Non
            if r['policy_stats'].get('prp_accuracy') is not None else "-") + " |"
         for r in prp)
     ham, hm = [], {"idt": [], "idt-damon": []}
-    by = {(r["workload"], r["policy"]): r for r in abl}
+    by = {(r["workload"], r["policy"]): r for r in over_seeds(abl)}
     for w in dict.fromkeys(r["workload"] for r in abl):
         cells = []
         for p, key in (("idt", "mean_merged_hamming"), ("idt", "mean_merged_hamming_aggr"),
@@ -269,6 +269,7 @@ def reproduce_hemem(out: Path, scale: float, workloads: list[str], jobs: int | N
                        HEMEM_POLICIES, scale=scale, baseline="static", jobs=jobs,
                        on_done=on_done)
     (out / "results.json").write_text(json.dumps(recs + move, indent=1))
+    recs, move = over_seeds(recs), over_seeds(move)  # one number per cell over seeds
     # the paper's GUPS figure reports steady throughput: here the run's second half, after
     # the hot set has been moved (the first half pays for moving up to 2 x 128 GiB)
     by = {(r["workload"], r["policy"]): _steady(r) for r in recs}
@@ -400,7 +401,7 @@ def reproduce_telescope(out: Path, scale: float, workloads: list[str], jobs: int
         cfg = f"masim:{out / f'telescope-{name}.cfg'}{TELESCOPE_MASIM}"
         recs = api.compare([mach], [cfg], pols, baseline="static", jobs=1, on_done=on_done)
         tiering += recs
-        by = {r["policy"]: r for r in recs}
+        by = {r["policy"]: r for r in over_seeds(recs)}
         tier_rows.append(f"| {name} on `{mach}` | " + " | ".join(
             f"{by[p]['speedup']:.2f}" if p in by and by[p].get("speedup") else "-"
             for p in TELESCOPE_TIER_POLICIES) + " |")

@@ -170,3 +170,21 @@ def versus(records, a: str, b: str) -> str:
     word = verdict(pairs)
     word = {"faster": f"{a} faster", "slower": f"{a} slower"}.get(word, word)
     return f"{a}/{b} {e.text('{:.2f}')}, {word} ({len(pairs)} pairs of workload and seed)"
+
+
+def over_seeds(records) -> list[dict]:
+    """One record per (machine, workload, policy, alloc), for the tables that show one
+    number per cell: throughput and every `speedup*` field are geometric means over the
+    seeds, every other field is the lowest seed's run; `seeds` lists the seeds
+    (report.html and `pair_rows` give the intervals)."""
+    out = []
+    for rs in group_runs(records).values():
+        first = min(rs, key=lambda r: r["seed"])
+        rec = dict(first, seeds=sorted(r["seed"] for r in rs))
+        if len(rs) > 1:
+            for k in [k for k in first if k == "throughput" or k.startswith("speedup")]:
+                xs = [r.get(k) for r in rs]
+                ok = all(isinstance(x, (int, float)) and x > 0 for x in xs)
+                rec[k] = float(np.exp(np.mean(np.log(xs)))) if ok else None
+        out.append(rec)
+    return out
