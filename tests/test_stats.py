@@ -133,3 +133,11 @@ def test_over_seeds_gives_one_record_per_cell():
     assert got["x"]["throughput"] == pytest.approx(4.0)  # geometric mean of 2 and 8
     assert got["x"]["speedup"] == pytest.approx(2.0)
     assert got["x"]["policy_stats"] == {"seed": 0}  # other fields: the lowest seed's
+
+
+def test_a_reproductions_footer_names_its_seeds_also_after_over_seeds():
+    from tierlab.reports.stats import over_seeds, seeds_footer
+    rs = recs({("w", "static"): [1.0, 4.0, 2.0], ("w", "x"): [2.0, 8.0, 4.0]})
+    for got in (rs, over_seeds(rs)):
+        assert "Seeds 0, 1, 2: a number that stands for several runs" in seeds_footer(got)
+    assert "One seed (0)" in seeds_footer(recs({("w", "static"): [1.0]}))

@@ -21,7 +21,7 @@ from pathlib import Path
 from .. import api
 from ..errors import TierlabError
 from .results import add_speedups, present_traces, write_results
-from .stats import over_seeds
+from .stats import over_seeds, seeds_footer
 
 ALLOC_MACHINE = "optane-2tier"
 ALLOC_TIERING = ["multi-clock", "idt", "tpp"]
@@ -132,7 +132,7 @@ def reproduce_allocation(out: Path, scale: float, workloads: list[str], jobs: in
     _heatmap(tab, wls, allocs, out / "allocation-heatmap.png")
     wall = time.perf_counter() - t_wall
     path = out / "README.md"
-    path.write_text(_readme(tab, wls, allocs, scale, wall))
+    path.write_text(_readme(tab, wls, allocs, scale, wall) + seeds_footer(recs))
     return path
 
 

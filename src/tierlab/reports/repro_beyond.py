@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import api
 from . import trace_regimes
-from .stats import over_seeds
+from .stats import over_seeds, seeds_footer
 
 MACHINES = {"optane-4tier": "dram0", "optane-2tier": "dram", "dram-cxl": "dram"}
 LOADS = [0, 2]
@@ -80,7 +80,7 @@ def reproduce_beyond(out: Path, scale: float, workloads, jobs, on_done=None,
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     figure(out, cells, pols)
     path = out / "README.md"
-    path.write_text(readme(cells, pols, summary, scale))
+    path.write_text(readme(cells, pols, summary, scale) + seeds_footer(recs))
     return path
 
 

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from .. import api
-from .stats import ONE_SEED, geo_ci, verdict
+from .stats import ONE_SEED, geo_ci, seeds_footer, verdict
 
 #: the artifact's alternate-tier unloaded latencies (ns) and antagonist levels
 LATENCIES = [135, 148, 168, 192]
@@ -127,5 +127,5 @@ Colloid):
 {chr(10).join(lrows)}
 """
     path = out / "README.md"
-    path.write_text(text)
+    path.write_text(text + seeds_footer(recs))
     return path

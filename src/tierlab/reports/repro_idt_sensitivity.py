@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .. import api
 from ..errors import TierlabError
-from .stats import over_seeds
+from .stats import over_seeds, seeds_footer
 
 SENS_MACHINE = "optane-4tier"
 #: the suite's scale, as `reproduce idt` runs it
@@ -135,7 +135,7 @@ def reproduce_idt_sensitivity(out: Path, scale: float | None = None,
     for g in gs:
         _heatmap(g, out / f"idt-sensitivity-{g['name']}.png")
     path = out / "README.md"
-    path.write_text(_readme(gs, recs, machine, scale, wls, wall))
+    path.write_text(_readme(gs, recs, machine, scale, wls, wall) + seeds_footer(recs))
     return path
 
 

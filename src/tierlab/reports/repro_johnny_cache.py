@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import api
 from .results import write_results
-from .stats import over_seeds
+from .stats import over_seeds, seeds_footer
 
 JC_CACHE = "optane-memory-mode:dram=32GiB,optane=256GiB,frame=2MiB"
 JC_FLAT = "optane-2tier:dram=32GiB,optane=256GiB"
@@ -87,7 +87,7 @@ costs the application a core when it shares the application's (`hemem:core=share
 ![speedups](johnny-cache.png)
 """
     path = out / "README.md"
-    path.write_text(text)
+    path.write_text(text + seeds_footer(recs))
     return path
 
 

@@ -22,7 +22,7 @@ from .repro_beyond import reproduce_beyond
 from .repro_colloid import COLLOID_SCALE, reproduce_colloid
 from .repro_johnny_cache import JC_SCALE, reproduce_johnny_cache
 from .results import present_traces
-from .stats import ONE_SEED, TEST, geomean_rows, over_seeds, pair_rows, versus
+from .stats import ONE_SEED, TEST, geomean_rows, over_seeds, pair_rows, seeds_footer, versus
 from .tables import geomean_speedups
 
 IDT_BASELINES = ["autonuma", "autonuma-tiering", "autonuma-tiering-mglru", "tpp",
@@ -215,7 +215,7 @@ The paper: on 2 tiers IDT only ties AutoNUMA tiering with MGLRU. Here: `idt`
 {gm2.get('idt', float('nan')):.2f}x against {two_best:.2f}x.
 """
     path = out / "README.md"
-    path.write_text(text + idt_real_traces(out, jobs, on_done))
+    path.write_text(text + idt_real_traces(out, jobs, on_done) + seeds_footer(recs))
     return path
 
 
@@ -330,7 +330,7 @@ over `static`: {", ".join(f"`{p}` {v:.2f}x" for p, v in conv.items())}.
 ![moving hot set](hemem-move.png)
 """
     path = out / "README.md"
-    path.write_text(text)
+    path.write_text(text + seeds_footer(recs + move))
     return path
 
 
@@ -436,7 +436,7 @@ every page at each change and does not fit this machine's memory there.
 {chr(10).join(tier_rows)}
 """
     path = out / "README.md"
-    path.write_text(text)
+    path.write_text(text + seeds_footer(tiering))
     return path
 
 

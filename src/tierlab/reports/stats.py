@@ -188,3 +188,17 @@ def over_seeds(records) -> list[dict]:
                 rec[k] = float(np.exp(np.mean(np.log(xs)))) if ok else None
         out.append(rec)
     return out
+
+
+def seeds_footer(records) -> str:
+    """The closing paragraph of a reproduction's README: which seeds its numbers are
+    over, and where their intervals are."""
+    seeds = sorted({s for r in records if isinstance(r, dict) and "seed" in r
+                    for s in r.get("seeds", [r["seed"]])})  # over_seeds keeps `seeds`
+    if len(seeds) <= 1:
+        return (f"\n\nOne seed ({seeds[0] if seeds else 0}): no interval and no verdict; "
+                "`--seeds 0-2` gives both.\n")
+    return (f"\n\nSeeds {', '.join(map(str, seeds))}: a number that stands for several "
+            "runs is their geometric mean over the seeds (other figures: the lowest "
+            "seed's run); the report.html that `tierlab reproduce` writes beside this "
+            f"file gives each its 95% interval and verdict ({TEST}).\n")
