@@ -31,7 +31,9 @@ def test_the_report_stands_alone(report):
     assert len(pngs) >= 4 and text.count("data:image/png;base64,") == len(pngs)
     assert not re.search(r"(src|href)=['\"]?(https?:)?//", text)  # nothing fetched
     assert "tierlab compare --scale 1/256 --machine optane-2tier,dram-cxl" in text
-    assert source_digest() in text
+    # the runs' source (from the run keys of results.jsonl) and the report's
+    assert f"runs made by</th><td>tierlab source <code>{source_digest()}</code>" in text
+    assert f"source <code>{source_digest()}</code></td></tr>" in text
     assert "faster" in text and "paired t-test over seeds on log throughput" in text
     for machine in ("optane-2tier", "dram-cxl"):
         assert f"{machine}, scale 1/256: over seeds" in text

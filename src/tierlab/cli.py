@@ -344,7 +344,10 @@ def _reproduction_report(outdir: Path, a):
     notes = spread_notes(pair_rows(recs))
     if len({r["seed"] for r in recs}) == 1:
         notes.append("1 seed, so no interval and no verdict: --seeds 0-2 gives both")
-    return write_report(recs, "its baseline", outdir, sorted(outdir.glob("*.png")), notes,
+    ones = {r["policy"] for r in recs if r.get("speedup") == 1.0} - {
+        r["policy"] for r in recs if r.get("speedup") != 1.0}
+    base = ones.pop() if len(ones) == 1 else "its baseline"
+    return write_report(recs, base, outdir, sorted(outdir.glob("*.png")), notes,
                         command=_command_line(a), title=f"tierlab reproduce {a.name}")
 
 

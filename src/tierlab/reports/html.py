@@ -59,18 +59,38 @@ def _img(path: Path) -> str:
             "</figcaption></figure>")
 
 
+def run_sources(out: Path) -> list[str]:
+    """The source digests in the run keys of out/results.jsonl: the code that made the
+    runs (which may predate the code writing the report)."""
+    import json
+    path = Path(out) / "results.jsonl"
+    found = []
+    if path.is_file():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                src = json.loads(line)["run_key"].get("source")
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            if src and src not in found:
+                found.append(src)
+    return found
+
+
 def report_html(records: list[dict], baseline: str, pngs, notes, command: str,
-                title: str = "tierlab comparison") -> str:
-    """The page as text."""
+                title: str = "tierlab comparison", sources=()) -> str:
+    """The page as text. `sources`: the source digests that made the runs."""
     prov = provenance()
+    made_by = ", ".join(f"<code>{html.escape(s)}</code>" for s in sources) or \
+        "(not recorded)"
     rows = pair_rows(records)
     machines = list(dict.fromkeys(r["machine"] for r in records))
     nseeds = len({r["seed"] for r in records})
     parts = [f"<h1>{html.escape(title)}</h1>",
              "<table class='meta'>"
              f"<tr><th class='l'>command</th><td><code>{html.escape(command)}</code></td></tr>"
-             f"<tr><th class='l'>tierlab</th><td>{html.escape(prov['tierlab'])}, source "
-             f"<code>{prov['source']}</code></td></tr>"
+             f"<tr><th class='l'>runs made by</th><td>tierlab source {made_by}</td></tr>"
+             f"<tr><th class='l'>report by</th><td>tierlab {html.escape(prov['tierlab'])}, "
+             f"source <code>{prov['source']}</code></td></tr>"
              f"<tr><th class='l'>made</th><td>"
              f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
              f"</td></tr><tr><th class='l'>seeds</th><td>{nseeds}"
@@ -120,6 +140,6 @@ def write_report(records, baseline, out: Path, pngs, notes, command: str,
                  title: str = "tierlab comparison") -> Path:
     """Write out/report.html; its path."""
     path = Path(out) / "report.html"
-    path.write_text(report_html(records, baseline, pngs, notes, command, title),
-                    encoding="utf-8")
+    path.write_text(report_html(records, baseline, pngs, notes, command, title,
+                                run_sources(out)), encoding="utf-8")
     return path
