@@ -269,6 +269,7 @@ def reproduce_hemem(out: Path, scale: float, workloads: list[str], jobs: int | N
                        HEMEM_POLICIES, scale=scale, baseline="static", jobs=jobs,
                        on_done=on_done)
     (out / "results.json").write_text(json.dumps(recs + move, indent=1))
+    move_rows = {r["policy"]: r for r in pair_rows(move)}  # with intervals over seeds
     recs, move = over_seeds(recs), over_seeds(move)  # one number per cell over seeds
     # the paper's GUPS figure reports steady throughput: here the run's second half, after
     # the hot set has been moved (the first half pays for moving up to 2 x 128 GiB)
@@ -301,8 +302,7 @@ def reproduce_hemem(out: Path, scale: float, workloads: list[str], jobs: int | N
     big = wls[-1]
     conv = {p: by.get((big, p), float("nan")) / by.get((big, "static"), float("nan"))
             for p in HEMEM_POLICIES}
-    mrow = " | ".join(f"{r['speedup']:.2f}" if r.get("speedup") else "-" for r in
-                      sorted(move, key=lambda r: HEMEM_POLICIES.index(r["policy"])))
+    mrow = " | ".join(_cell(move_rows.get(p)) for p in HEMEM_POLICIES)
     text = f"""# HeMem (SOSP'21) reproduced in tierlab
 
 Machine `{HEMEM_MACHINE}` (HeMem's 192 GiB DRAM + 768 GiB Optane) at scale {scale:g};
