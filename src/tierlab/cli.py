@@ -38,13 +38,13 @@ out = Console(width=None if sys.stdout is not None and sys.stdout.isatty() else 
 REPRODUCE_RUNS = """\
 runs per seed at the default scale, and typical wall time per seed (--jobs 1, 2-core
 box; docs/benchmarks.md); the default --seeds 0-2 takes three times as long:
-  idt             340 runs (320 at 1/64, 20 trace runs)    15 min
+  idt             260 runs (240 at 1/64, 20 trace runs)    12 min
   idt --sensitivity 72 runs                                  2.5 min
-  hemem            60 runs at 1/256                          3 min
+  hemem            60 runs at 1/256                          1.5 min
   telescope        15 telemetry runs up to 5 TiB, 9 tiering  2-8 min
-  johnny-cache     36 runs at 1/32                           1.5 min
+  johnny-cache     42 runs at 1/32                           1.5 min
   allocation      120 runs (105 at 1/64, 15 trace runs)     4.5 min
-  colloid          64 runs at 1/64                           5 min
+  colloid          64 runs at 1/64                           3.5 min
   beyond          810 runs (54 cells x 15 policies)          hours
 
 """

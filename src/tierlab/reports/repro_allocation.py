@@ -217,7 +217,8 @@ workloads {", ".join(f"`{w}`" for w in wls)}; the recorded real programs
 `dram-preferred` (the Linux default) under the same tiering policy; the best fixed
 policy of each row in bold. `alloc-auto` (not in the poster) picks among the four online
 (docs/allocation.md). Records: `results.json`, `results.csv` (the CSV's `speedup` is
-over dram-preferred). {len(recs)} runs in {wall:.0f} s of wall time.
+over dram-preferred). {sum(len(r.get("seeds", [0])) for r in recs)} runs ({len(recs)} cells) in
+{wall:.0f} s of wall time.
 
 ## Speedup over dram-preferred
 
