@@ -141,10 +141,14 @@ def _seeds(text: str):
     return seeds
 
 
-def _version() -> str:
-    from . import __version__
-    from .provenance import source_digest
-    return f"tierlab {__version__} (source {source_digest()})"
+class _Version(argparse.Action):
+    """--version: the source digest is computed only when asked for (it reads every
+    file of the package), not at every start."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from . import __version__
+        from .provenance import source_digest
+        parser.exit(0, f"tierlab {__version__} (source {source_digest()})\n")
 
 
 def _progress():
@@ -224,7 +228,7 @@ def cmd_compare(a) -> int:
     from .reports.html import write_report
     from .reports.plots import plot_all
     from .reports.results import write_results
-    from .reports.stats import pair_rows, spread_notes
+    from .reports.stats import ONE_SEED_NOTE, pair_rows, spread_notes
     from .reports.tables import (bandwidth_notes, results_table, scale_text, summary_table,
                                  tie_notes, verdict_table)
     machines = a.machine
@@ -265,8 +269,7 @@ def cmd_compare(a) -> int:
         out.print(summary_table(recs, label))
     notes = tie_notes(recs) + bandwidth_notes(recs) + spread_notes(rows)
     if nseeds == 1:
-        notes.append("note: 1 seed, so no interval and no verdict: --seeds 0-2 (or more) "
-                     "gives both")
+        notes.append(f"note: {ONE_SEED_NOTE}")
     for line in notes:
         err.print(line, highlight=False, markup=False, soft_wrap=True)
     jp, cp = write_results(recs, outdir)
@@ -333,7 +336,7 @@ def _reproduction_report(outdir: Path, a):
     """report.html beside a reproduction's results.json: its tables over seeds and its
     figures (the Markdown report states the paper's claims)."""
     from .reports.html import write_report
-    from .reports.stats import spread_notes, pair_rows
+    from .reports.stats import ONE_SEED_NOTE, pair_rows, spread_notes
     jp = outdir / "results.json"
     if not jp.is_file():
         return None
@@ -343,7 +346,7 @@ def _reproduction_report(outdir: Path, a):
         return None
     notes = spread_notes(pair_rows(recs))
     if len({r["seed"] for r in recs}) == 1:
-        notes.append("1 seed, so no interval and no verdict: --seeds 0-2 gives both")
+        notes.append(ONE_SEED_NOTE)
     ones = {r["policy"] for r in recs if r.get("speedup") == 1.0} - {
         r["policy"] for r in recs if r.get("speedup") != 1.0}
     base = ones.pop() if len(ones) == 1 else "its baseline"
@@ -467,7 +470,8 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="tierlab", description="Tiered main memory placement: simulate, compare, "
         "run for real.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--version", action=_Version, nargs=0,
+                   help="show the version and the digest of the installed source")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     def common(sp, multi=False):

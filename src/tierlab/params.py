@@ -100,6 +100,16 @@ def parse_choice(value, what: str, choices) -> str:
     return v
 
 
+def parse_nodes(value, what: str) -> list[int]:
+    """A node list: node numbers joined by '+' (0+2; ';' and blanks also separate), or
+    a list of them; empty for None or ''."""
+    if value is None or value == "":
+        return []
+    items = str(value).replace("+", " ").replace(";", " ").split() \
+        if isinstance(value, str) else list(value)
+    return [parse_int(x, f"{what} (node numbers joined by '+')", 0, 1023) for x in items]
+
+
 def parse_flag(value, what: str) -> bool:
     """A switch: yes/no, on/off, true/false, y/n or 1/0; else a TierlabError."""
     if isinstance(value, (bool, np.bool_)):

@@ -65,7 +65,7 @@ from ..field import uniq
 from ..heap import trim
 from ..kernels import (FaultCalendar, PageBits, Scratch, SortedRun, argsort_untied,
                        page_dtype, poll_faults, push_tiered, scan_arm, take_through)
-from ..params import parse_flag, parse_int
+from ..params import parse_flag, parse_nodes
 from ..units import PAGE, parse_duration, parse_size
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
@@ -441,15 +441,6 @@ def _threads(sim) -> float:
     return float(getattr(sim, "threads", sim.workload.threads))
 
 
-def _nodes(v) -> list[int]:
-    """A node list: node numbers joined by '+' (0+2), or a list of them."""
-    if v is None or v == "":
-        return []
-    items = v.replace("+", " ").replace(";", " ").split() if isinstance(v, str) else list(v)
-    return [parse_int(x, "hint-faults skip_nodes (node numbers joined by '+')", 0, 1023)
-            for x in items]
-
-
 # -----------------------------------------------------------------------------------
 # The scanner
 # -----------------------------------------------------------------------------------
@@ -474,7 +465,7 @@ class NumaScanner(Monitor):
             raise TierlabError(f"bad hint-faults poll={poll} scan_period_min={scan_period_min} "
                                f"scan_period_max={scan_period_max}: need poll > 0 and "
                                "0 < scan_period_min <= scan_period_max")
-        self.skip_nodes = _nodes(skip_nodes)
+        self.skip_nodes = parse_nodes(skip_nodes, "hint-faults skip_nodes")
         self.adapt = parse_flag(adapt, "hint-faults adapt")
         self.pte_walk_cost = parse_duration(pte_walk_cost, "pte_walk_cost")
         self.pte_update_cost = parse_duration(pte_update_cost, "pte_update_cost")

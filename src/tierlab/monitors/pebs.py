@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import TierlabError
 from ..kernels import argsort_untied, merge_sorted, unique_event_counts
-from ..params import parse_flag, parse_int
+from ..params import parse_flag, parse_int, parse_nodes
 from ..units import parse_duration
 from .base import MONITORS, Monitor
 from .primitives import PEBS_SAMPLE_SECONDS, PebsSampler
@@ -122,8 +122,7 @@ class Pebs(Monitor):
         self.core = parse_core(core)
         self.sample_cost = parse_duration(sample_cost, "pebs sample_cost") \
             if sample_cost is not None else PEBS_SAMPLE_SECONDS
-        self.fast = [parse_int(x, "pebs fast (node numbers joined by '+')", 0, 1023)
-                     for x in _split(fast)]
+        self.fast = parse_nodes(fast, "pebs fast")
         self.name = name
         self._subs = []
         self.samples = {e: 0 for e in EVENTS}

@@ -20,6 +20,8 @@ import numpy as np
 LEVEL = 0.95  #: confidence level of every interval and verdict
 TEST = "paired t-test over seeds on log throughput, 95%"
 ONE_SEED = "1 seed, no interval"
+#: the note under a table of one seed
+ONE_SEED_NOTE = "1 seed, so no interval and no verdict: --seeds 0-2 (or more) gives both"
 
 
 @dataclass(frozen=True)
