@@ -245,25 +245,48 @@ def test_the_public_code_splits_at_the_regions_middle():
         IdtRegions(split_at="left")
 
 
+def _attached(name, workload, scale):
+    sim = tierlab.api.simulation("optane-2tier", workload, "static", scale=scale)
+    mon = MONITORS.create(name, min_nr_regions=1000, max_nr_regions=10000)
+    sim.policy.attach(sim)
+    sim._apply_change(next(iter(sim.workload.changes())))
+    mon.attach(sim)
+    return sim, mon
+
+
 @pytest.mark.parametrize("name", ["idt-regions", "damon"])
-def test_region_bounds_are_full_scale_figures(name):
-    """docs/model.md, Scale: a 1/F miniature monitors with F x the region bounds, so a
-    region holds as many pages as at full scale and the monitor's CPU shrinks with F."""
-    got = {}
+def test_a_synthetic_miniature_keeps_the_region_bounds(name):
+    """docs/model.md, Scale: a 1/F synthetic miniature shrinks the hot set by F, so it
+    keeps the full-scale region count (each region the same share of the footprint) and
+    charges F x 150 ns per check, F x the full-scale monitor CPU."""
+    share = {}
     for scale in (1 / 8, 1 / 64):
-        sim = tierlab.api.simulation("optane-2tier", "gups:hotset", "static", scale=scale)
-        mon = MONITORS.create(name, min_nr_regions=1000, max_nr_regions=10000)
-        sim.policy.attach(sim)
-        sim._apply_change(next(iter(sim.workload.changes())))
-        mon.attach(sim)
-        assert (mon.min_nr_regions, mon.max_nr_regions) == (round(1000 * scale),
-                                                            round(10000 * scale))
+        sim, mon = _attached(name, "gups:hotset", scale)
+        assert (mon.min_nr_regions, mon.max_nr_regions) == (1000, 10000)
         update = getattr(mon, "ops_update", None) or mon._ops_update
         for _ in range(3):
             sim._advance(sim.now + mon.update_interval, sim.throughput())
             update(sim.now, force=True)
         r = mon.regions
-        assert mon.min_nr_regions <= len(r.start) <= mon.max_nr_regions
-        got[scale] = float(np.mean(r.end - r.start))
-    # the same pages per region at both scales (the footprint is 8x smaller)
-    assert got[1 / 64] == pytest.approx(got[1 / 8], rel=0.05)
+        assert 1000 <= len(r.start) <= 10000
+        share[scale] = float(np.mean(r.end - r.start)) / sim.workload.npages
+        before = mon.cpu_seconds
+        mon.charge_checks(1000)
+        assert mon.cpu_seconds - before == pytest.approx(1000 * 150e-9 * scale)
+    # each region covers the same share of the footprint at both scales
+    assert share[1 / 64] == pytest.approx(share[1 / 8], rel=0.05)
+
+
+@pytest.mark.parametrize("copies,scale,laid_out", [(64, 1 / 8, 8), (16, 1 / 64, 1)])
+def test_trace_copies_get_their_share_of_the_region_bounds(copies, scale, laid_out):
+    """n of a trace's k copies keep their recorded size: n/k x the bounds, so the regions
+    over one copy are the full-scale run's, and F / (n/k) x 150 ns per check."""
+    sim, mon = _attached("idt-regions",
+                         f"trace:tests/data/traces/rocksdb-dbbench.npz,copies={copies}",
+                         scale)
+    assert sim.workload.copies == laid_out
+    share = laid_out / copies
+    assert (mon.min_nr_regions, mon.max_nr_regions) == (max(3, round(1000 * share)),
+                                                        round(10000 * share))
+    mon.charge_checks(1000)
+    assert mon.cpu_seconds == pytest.approx(1000 * 150e-9 * scale / share)

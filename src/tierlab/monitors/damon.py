@@ -60,12 +60,16 @@ Monitored ranges (damon_va_three_regions)
 Defaults: sample 5 ms, aggregation 100 ms, update 1 s, min_nr_regions 10,
 max_nr_regions 1000 (damon_new_ctx; the DAMON sysfs defaults).
 
-Miniatures (`--scale F`, docs/model.md): the region bounds are full-scale figures, and
-a miniature uses F x them (min at least 3, the kernel's floor): the footprint is F x,
-so regions keep their full-scale size in pages, each sample stands for the same share
-of memory, and the monitor's CPU (4 checks per region per sample) is F x, as the
-machine's cores are. Unscaled bounds would monitor a 1/128 miniature at 128x the full
-scale's resolution and charge 128x its relative CPU (`scaled_regions`).
+Miniatures (`--scale F`, docs/model.md, Scale): a miniature keeps the full-scale
+run's region resolution relative to the workload's layout. A synthetic miniature shrinks
+every feature (a GUPS hot set, a graph's vertex count) by F, so it keeps the region
+bounds as given: 1,000 regions over a 1/256 GUPS still resolve its hot set as they do
+over 512 GiB. n of a trace's k copies keep their recorded features and are n/k of the
+full-scale layout (`Workload.layout_share`), so they get n/k x the bounds (min at least
+3, the kernel's floor): the regions covering one copy are those of the full-scale run.
+Either way the CPU charged per check is F / layout_share x the full-scale 150 ns, so
+the monitor costs F x its full-scale CPU, taken from F x the cores, as every other
+per-event charge (`scaled_regions`, `charge_checks`).
 
 Rate-model sampling (the fast path). With the engine's `RateSource`, the probability
 that sample (region i, interval j) finds its page p accessed is 1 - exp(-rate_p x
@@ -84,7 +88,7 @@ pages are drawn and their rates summed over the epochs. Other sources (an
 
 Cost: each sample is two accessed-bit operations (the clear at prepare and the test at
 check), counted on `sim.bits` (`charge`) and charged as monitor CPU at
-`bits.check_cost` (150 ns) each. Region bookkeeping is not charged.
+`bits.check_cost` (150 ns at full scale) each. Region bookkeeping is not charged.
 
 Approximations (where the simulator differs from the kernel): no huge pages (the
 kernel checks the PMD of a THP and reuses the result for the same folio); DAMON's
@@ -227,13 +231,14 @@ def _merge_pass_reference(start, end, nr, last, age, thres, sz_limit, zero_age_r
     return tuple(_i64(c) for c in cols)
 
 
-def scaled_regions(lo: int, hi: int, scale: float) -> tuple[int, int]:
-    """Region bounds (min_nr_regions, max_nr_regions) of a `--scale` miniature: scale x
-    the full-scale bounds, min at least 3 (the kernel's floor), max at least min."""
-    if scale >= 1:
+def scaled_regions(lo: int, hi: int, share: float) -> tuple[int, int]:
+    """Region bounds (min_nr_regions, max_nr_regions) of a run that lays out `share`
+    of the full-scale layout (`Workload.layout_share`): share x the full-scale bounds,
+    min at least 3 (the kernel's floor), max at least min."""
+    if share >= 1:
         return lo, hi
-    lo2 = max(3, round(lo * scale))
-    return lo2, max(lo2, round(hi * scale))
+    lo2 = max(3, round(lo * share))
+    return lo2, max(lo2, round(hi * share))
 
 
 def merge_regions(start, end, nr, last, age, threshold: int, sz_limit: int,
@@ -401,6 +406,7 @@ class Damon(Monitor):
         self.nr_aggregations = 0
         self.checks = 0
         self.cpu_seconds = 0.0
+        self._cost_scale = 1.0
         self.max_observed = 0
         self._nr_sum = 0
         # a measurement only, never used for a decision: each region's history of
@@ -472,13 +478,30 @@ class Damon(Monitor):
         if getattr(sim, "real", False):  # the Linux backend: the kernel's own DAMON
             sim.attach_damon(self)
             return
-        self.min_nr_regions, self.max_nr_regions = scaled_regions(
-            self.min_nr_regions, self.max_nr_regions, getattr(sim, "scale", 1.0))
+        self.scale_regions(sim)
         monitors = getattr(sim, "monitors", None)
         if isinstance(monitors, dict):
             monitors.setdefault(self.name, self)
         # the first call (t = now) builds the regions; later ones aggregate
         sim.every(self.aggr_interval, self._kdamond, offset=0.0)
+
+    def scale_regions(self, sim) -> None:
+        """The miniature's region bounds and CPU per check (the module docstring)."""
+        share = float(getattr(getattr(sim, "workload", None), "layout_share", 1.0))
+        self.min_nr_regions, self.max_nr_regions = scaled_regions(
+            self.min_nr_regions, self.max_nr_regions, share)
+        self._cost_scale = float(getattr(sim, "scale", 1.0)) / min(1.0, share)
+
+    def charge_checks(self, n: int) -> None:
+        """n accessed-bit operations: counted, and charged as monitor CPU at
+        `bits.check_cost` x F / layout_share (`scale_regions`)."""
+        sim = self.sim
+        bits = getattr(sim, "bits", None)
+        cost = n * getattr(bits, "check_cost", 150e-9) * self._cost_scale
+        self.checks += n
+        self.cpu_seconds += cost
+        if hasattr(sim, "charge_cpu"):
+            sim.charge_cpu(cost, "monitor")
 
     def _kdamond(self, now: float) -> None:
         if self._t_last is None:
@@ -658,7 +681,6 @@ class Damon(Monitor):
         if t1 - t0 > horizon:
             lo = np.maximum(lo, hi - horizon)
         n = R * S
-        cost = getattr(bits, "check_cost", 150e-9)
         source = getattr(sim, "source", None)
         timeline = getattr(source, "timeline", None)
         if timeline is not None and hasattr(timeline, "fields"):
@@ -671,10 +693,7 @@ class Damon(Monitor):
             for j in range(S):
                 acc[:, j] = bits.test_since(0, pages[:, j], lo[j], float(hi[j]))
             nr = acc.sum(axis=1)
-        self.checks += 2 * n
-        self.cpu_seconds += 2 * n * cost
-        if hasattr(sim, "charge_cpu"):
-            sim.charge_cpu(2 * n * cost, "monitor")
+        self.charge_checks(2 * n)
         return nr
 
     def _draw_pages(self, rows) -> np.ndarray:

@@ -75,7 +75,7 @@ from ..errors import TierlabError
 from ..kernels import draw_pairs, ring_bits, similar_pairs
 from ..params import parse_choice, parse_number
 from .base import MONITORS, Monitor
-from .damon import UNALLOC, Damon, Regions, _i64, hamming, scaled_regions
+from .damon import UNALLOC, Damon, Regions, _i64, hamming
 
 HISTORY_RULES = ("sample", "aggregation")
 SPLIT_RULES = ("middle", "between", "random")
@@ -236,8 +236,7 @@ class IdtRegions(Damon):
             return
         Monitor.attach(self, sim)
         self.rng = sim.rng_for(self.name)
-        self.min_nr_regions, self.max_nr_regions = scaled_regions(
-            self.min_nr_regions, self.max_nr_regions, getattr(sim, "scale", 1.0))
+        self.scale_regions(sim)
         monitors = getattr(sim, "monitors", None)
         if isinstance(monitors, dict):
             monitors.setdefault(self.name, self)
@@ -258,12 +257,7 @@ class IdtRegions(Damon):
             pa, pb = pab[:R], pab[R:]
             ab = self.sim.bits.test_since(0, pab, t0, now)
             a, b = ab[:R], ab[R:]
-            bits = self.sim.bits
-            n = 4 * R  # two pages, each a prepare (clear) and a check
-            cost = n * getattr(bits, "check_cost", 150e-9)
-            self.checks += n
-            self.cpu_seconds += cost
-            self.sim.charge_cpu(cost, "monitor")
+            self.charge_checks(4 * R)  # two pages, each a prepare (clear) and a check
             self.on_sample(a, b, pa, pb, now)
         if self._nsamp >= self.samples_per_aggr:
             if self.nr_regions:

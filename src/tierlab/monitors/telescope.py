@@ -33,7 +33,7 @@ call per sample time and level.
 
 Cost: as DAMON, two accessed-bit operations per sample (the clear and the test, at any
 level), counted on `sim.bits` and charged with `sim.charge_cpu` at `bits.check_cost`
-(150 ns) each. `stats()["checks_by_level"]` counts the samples per level.
+(150 ns) each, with DAMON's miniature rule (`Damon.charge_checks`). `stats()["checks_by_level"]` counts the samples per level.
 """
 from __future__ import annotations
 
@@ -162,11 +162,7 @@ class TelescopeBounded(Damon):
                     acc[m, j] = bits.test_since(L, first[m, j] // LEVEL_SPAN[L],
                                                 float(lo[0, j]), float(hi[0, j]))
         self.checks_by_level += np.bincount(lvl.ravel(), minlength=TOP + 1)
-        cost = getattr(bits, "check_cost", 150e-9)
-        self.checks += 2 * n
-        self.cpu_seconds += 2 * n * cost
-        if hasattr(sim, "charge_cpu"):
-            sim.charge_cpu(2 * n * cost, "monitor")
+        self.charge_checks(2 * n)
         return acc.sum(axis=1).astype(np.int64)
 
     @staticmethod

@@ -54,6 +54,10 @@ class Workload:
       threads: application threads; `mlp`: memory-level parallelism per thread
         (outstanding misses a thread overlaps; 1 for dependent pointer chasing).
       access_bytes: bytes moved per access (a cache line).
+      layout_share: the share of the full-scale run's address-space layout that this
+        run lays out (docs/model.md, Scale). 1 when a miniature shrinks every feature
+        (hot set, stride, vertex count) by `scale`; n/k for n of a trace's k copies,
+        whose features keep their recorded size. Region monitors use it.
     """
 
     name: str = "workload"
@@ -65,6 +69,7 @@ class Workload:
     threads: int = 1
     mlp: float = 4.0
     access_bytes: int = 64
+    layout_share: float = 1.0
     params: dict = field(default_factory=dict)
 
     def changes(self) -> Iterator[Change]:

@@ -494,6 +494,7 @@ class Trace(Workload):
         # Copies: k at full scale, n laid out in this (possibly scaled) run.
         eff = ncopies * scale
         self.copies = max(1, int(math.floor(eff + 0.5)))
+        self.layout_share = self.copies / ncopies
         self.stride = (-(-span // CHUNK) + 1) * CHUNK
         self.npages = (self.copies - 1) * self.stride + span
         self.threads *= ncopies
