@@ -14,15 +14,21 @@ from . import __version__
 PACKAGE = Path(__file__).resolve().parent
 
 
+#: subpackages that render results and cannot change a run's record (tables, plots,
+#: report.html, the reproductions' READMEs): an edit there keeps every run key
+RENDERING = ("reports",)
+
+
 @lru_cache(maxsize=None)
 def source_digest(root: Path = PACKAGE) -> str:
-    """16 hex digits of SHA-256 over every file of the package at `root` (its modules,
-    compiled kernels' sources and shipped data such as IDT's weights), by relative
-    path; caches and bytecode excluded."""
+    """16 hex digits of SHA-256 over every file of the package at `root` that can make
+    a run (its modules, compiled kernels' sources and shipped data such as IDT's
+    weights; `RENDERING` excluded), by relative path; caches and bytecode excluded."""
     h = hashlib.sha256()
     for p in sorted(Path(root).rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".nbi",
-                                                                            ".nbc"):
+        rel = p.relative_to(root).parts
+        if p.is_file() and "__pycache__" not in rel and rel[0] not in RENDERING \
+                and p.suffix not in (".pyc", ".nbi", ".nbc"):
             h.update(p.relative_to(root).as_posix().encode() + b"\0")
             h.update(p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
