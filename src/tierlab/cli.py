@@ -250,8 +250,7 @@ def cmd_compare(a) -> int:
     api.validate(todo)
     if a.out is not None:
         api.writable_dir(a.out, "--out")
-    with _sweep(a) as sweep:
-        err.print(f"[bold]{len(todo)} runs[/] on {sweep.where_for(len(todo))}")
+    with _sweep(a):
         recs = api.compare(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale,
                            baseline, a.jobs, migrate=a.migrate)
     outdir = Path(a.out)
@@ -293,16 +292,14 @@ def cmd_reproduce(a) -> int:
                            f"{', '.join(REPRODUCTIONS)}")
     run = REPRODUCTIONS[a.name]
     wls = api.expand_suites(a.workloads)
-    total = None
     if a.sensitivity:
         if a.name != "idt":
             raise TierlabError(f"--sensitivity applies to idt only (the IDT paper's "
                                f"sensitivity study), not {a.name!r}")
-        from .reports.repro_idt_sensitivity import count_runs, reproduce_idt_sensitivity
+        from .reports.repro_idt_sensitivity import reproduce_idt_sensitivity
         run = reproduce_idt_sensitivity
         # the reproduce default (@baselines): the study's four representative workloads
         wls = None if a.workloads == ["@baselines"] else wls
-        total = count_runs(wls)
     if a.policies is not None:
         if a.name != "beyond":
             raise TierlabError(f"--policies applies to beyond only, not {a.name!r}")
@@ -316,9 +313,6 @@ def cmd_reproduce(a) -> int:
     api.check_unique(a.seeds, "--seeds")
     t0 = time.monotonic()
     with _sweep(a) as sweep, api.default_seeds(a.seeds):
-        if total:
-            err.print(f"[bold]{total * len(a.seeds)} runs[/] on "
-                      f"{sweep.where_for(total * len(a.seeds))}")
         scale = a.scale if a.scale is not None else REPRODUCTION_SCALE[a.name]
         extra = {"policies": a.policies} if a.name == "beyond" else {}
         path = run(Path(a.out), scale, wls, a.jobs, on_done=sweep.report, **extra)

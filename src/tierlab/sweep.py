@@ -525,6 +525,9 @@ class Sweep:
             self.board.say(f"{sum(stale.values())} run(s) in {self.out / JSONL} were made by "
                            f"other code ({were}; now {source_digest()}): running them "
                            "again")
+        if fresh:  # the count first, before the first run's line
+            more = " more" if self.board.total else ""
+            self.board.say(f"{len(fresh)}{more} runs on {self.where_for(len(fresh))}")
         self.board.add(len(fresh))
         raw: dict[str, dict] = {}
         failures: list = []
