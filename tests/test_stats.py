@@ -141,3 +141,24 @@ def test_a_reproductions_footer_names_its_seeds_also_after_over_seeds():
     for got in (rs, over_seeds(rs)):
         assert "Seeds 0, 1, 2: a number that stands for several runs" in seeds_footer(got)
     assert "One seed (0)" in seeds_footer(recs({("w", "static"): [1.0]}))
+
+
+def test_paired_matches_runs_across_machines_and_allocation_policies():
+    """A claim's pairs: two machines (Johnny Cache's memory mode against app-direct)
+    paired by workload and seed; two allocation policies under one tiering policy."""
+    from tierlab.reports.stats import paired, ratio_claim
+    rs = recs({("w", "jc"): [2.0, 2.2, 2.1]}, machine="cache") + \
+        recs({("w", "hemem"): [1.0, 1.1, 1.0]}, machine="flat")
+    assert paired(rs, "jc", "hemem") == []  # machines differ: nothing to pair
+    got = paired(rs, "jc", "hemem", match=("workload",))
+    assert got == pytest.approx([2.0, 2.0, 2.1])
+    text = ratio_claim(got)
+    assert text.startswith("2.03x [") and text.endswith(", faster")
+    assert ratio_claim(got[:1]) == f"2.00x ({ONE_SEED})"
+    assert ratio_claim([]) == "-"
+    runs = [dict(r, policy="tpp", alloc=a) for a, r in
+            zip(["dram-always"] * 3 + ["pm-always"] * 3,
+                recs({("w", "x"): [3.0, 3.3, 3.1], ("w", "y"): [3.0, 3.2, 3.1]}))]
+    ties = paired(runs, "pm-always", "dram-always", match=("machine", "workload", "policy"),
+                  field="alloc")
+    assert len(ties) == 3 and verdict(ties) == "no difference"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import api
 from . import trace_regimes
-from .stats import over_seeds, seeds_footer
+from .stats import TEST, over_seeds, paired, ratio_claim, seeds_footer
 
 MACHINES = {"optane-4tier": "dram0", "optane-2tier": "dram", "dram-cxl": "dram"}
 LOADS = [0, 2]
@@ -80,7 +80,7 @@ def reproduce_beyond(out: Path, scale: float, workloads, jobs, on_done=None,
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     figure(out, cells, pols)
     path = out / "README.md"
-    path.write_text(readme(cells, pols, summary, scale) + seeds_footer(recs))
+    path.write_text(readme(cells, pols, summary, scale, recs) + seeds_footer(recs))
     return path
 
 
@@ -144,7 +144,8 @@ def figure(out: Path, cells: list[dict], pols: list[str]) -> None:
     plt.close(fig)
 
 
-def readme(cells, pols, summary, scale) -> str:
+def readme(cells, pols, summary, scale, runs=()) -> str:
+    """cells: one record per cell over seeds; runs: every run, for the verdicts."""
     head = "| scenario | workload | " + " | ".join(pols) + " |"
     rows = [head, "|---|---|" + "---:|" * len(pols)]
     for c in cells:
@@ -159,6 +160,7 @@ def readme(cells, pols, summary, scale) -> str:
     checks = "\n".join(f"- target {k}: {'met' if v else 'NOT met'}" for k, v in t.items())
     others = [p for p in pols if p not in (OWN, "static", "oracle")]
     every = set(others) >= set(POLICIES) - {OWN, "static", "oracle"}
+    cell = ("scenario", "machine", "workload", "alloc")
     title = "every other" if every else ", ".join(f"`{p}`" for p in others)
     subset = "" if every else ("The other systems are a subset, chosen with `--policies`: "
                                "\"best other\" below is the best of these.\n\n")
@@ -181,6 +183,9 @@ of the top DRAM node's bandwidth.
 - lowest `tierlab` / `static`: {summary['own_over_static_min']:.3f} ({summary['own_2pct_below_static']}
   cells more than 2% below)
 - largest migrated bytes / footprint: {summary['own_migrated_over_footprint_max']:.2f}
+- `tierlab` over `{summary['best_other']}`, paired by cell and seed ({TEST}):
+  {ratio_claim(paired(runs, OWN, summary['best_other'], match=cell))}
+- `tierlab` over `static`, the same way: {ratio_claim(paired(runs, OWN, 'static', match=cell))}
 
 {checks}
 """

@@ -22,7 +22,8 @@ from .repro_beyond import reproduce_beyond
 from .repro_colloid import COLLOID_SCALE, reproduce_colloid
 from .repro_johnny_cache import JC_SCALE, reproduce_johnny_cache
 from .results import present_traces
-from .stats import ONE_SEED, TEST, geomean_rows, over_seeds, pair_rows, seeds_footer, versus
+from .stats import (ONE_SEED, TEST, geomean_rows, mean_ci, over_seeds, pair_rows, ratio_claim,
+                    seeds_footer, versus)
 from .tables import geomean_speedups
 
 IDT_BASELINES = ["autonuma", "autonuma-tiering", "autonuma-tiering-mglru", "tpp",
@@ -270,6 +271,17 @@ def reproduce_hemem(out: Path, scale: float, workloads: list[str], jobs: int | N
                        on_done=on_done)
     (out / "results.json").write_text(json.dumps(recs + move, indent=1))
     move_rows = {r["policy"]: r for r in pair_rows(move)}  # with intervals over seeds
+    # the claims' numbers per seed: flatness of hemem over the hot sets that fit, and
+    # each policy's steady throughput over static's at the largest hot set
+    runs = {(r["workload"], r["policy"], r["seed"]): _steady(r) for r in recs}
+    seeds = sorted({r["seed"] for r in recs})
+    fit_w = [w for h, w in zip(HEMEM_HOT_GIB, wls) if h <= 128]
+    flat = [min(v) / max(v) for v in ([runs.get((w, "hemem", s)) for w in fit_w]
+                                      for s in seeds) if v and None not in v]
+    conv = {p: ratio_claim(runs[(wls[-1], p, s)] / runs[(wls[-1], "static", s)]
+                           for s in seeds if (wls[-1], p, s) in runs
+                           and (wls[-1], "static", s) in runs)
+            for p in HEMEM_POLICIES if p != "static"}
     recs, move = over_seeds(recs), over_seeds(move)  # one number per cell over seeds
     # the paper's GUPS figure reports steady throughput: here the run's second half, after
     # the hot set has been moved (the first half pays for moving up to 2 x 128 GiB)
@@ -294,14 +306,8 @@ def reproduce_hemem(out: Path, scale: float, workloads: list[str], jobs: int | N
     for h, w in zip(HEMEM_HOT_GIB, wls):
         rows.append(f"| {h} | " + " | ".join(f"{by.get((w, p), float('nan')) / scale:.3g}"
                                            for p in HEMEM_POLICIES) + " |")
-    fits = [w for h, w in zip(HEMEM_HOT_GIB, wls) if h <= 128]
-    hm = [by[(w, "hemem")] for w in fits if (w, "hemem") in by]
-    flat = min(hm) / max(hm) if hm else float("nan")
-    wf = [whole[(w, "hemem")] for w in fits if (w, "hemem") in whole]
+    wf = [whole[(w, "hemem")] for w in fit_w if (w, "hemem") in whole]
     flat_whole = min(wf) / max(wf) if wf else float("nan")
-    big = wls[-1]
-    conv = {p: by.get((big, p), float("nan")) / by.get((big, "static"), float("nan"))
-            for p in HEMEM_POLICIES}
     mrow = " | ".join(_cell(move_rows.get(p)) for p in HEMEM_POLICIES)
     text = f"""# HeMem (SOSP'21) reproduced in tierlab
 
@@ -317,9 +323,12 @@ paper's figure is steady throughput). Records: `results.json`.
 
 The paper: HeMem's GUPS throughput stays flat while the hot set fits in DRAM and falls
 to the others' when it does not. Here: HeMem's slowest fitting hot set (<= 128 GiB)
-runs at {100 * flat:.0f}% of its fastest in the second half ({100 * flat_whole:.0f}% over
-the whole run, which includes moving the hot set up); at 256 GiB (larger than DRAM) the policies
-over `static`: {", ".join(f"`{p}` {v:.2f}x" for p, v in conv.items())}.
+runs at {mean_ci(flat).text('{:.0%}') if flat else '-'} of its fastest in the second half
+(mean over seeds with its 95% interval; {100 * flat_whole:.0f}% over the whole run, which
+includes moving the hot set up). At 256 GiB (larger than DRAM), second-half throughput
+over `static`'s, paired by seed ({TEST}):
+
+{chr(10).join(f"- `{p}` {v}" for p, v in conv.items())}
 
 ## A hot set that moves (16 GiB, every 150 s), speedup over `static`
 
@@ -401,10 +410,9 @@ def reproduce_telescope(out: Path, scale: float, workloads: list[str], jobs: int
         cfg = f"masim:{out / f'telescope-{name}.cfg'}{TELESCOPE_MASIM}"
         recs = api.compare([mach], [cfg], pols, baseline="static", jobs=1, on_done=on_done)
         tiering += recs
-        by = {r["policy"]: r for r in over_seeds(recs)}
+        by = {r["policy"]: r for r in pair_rows(recs)}  # intervals and verdicts over seeds
         tier_rows.append(f"| {name} on `{mach}` | " + " | ".join(
-            f"{by[p]['speedup']:.2f}" if p in by and by[p].get("speedup") else "-"
-            for p in TELESCOPE_TIER_POLICIES) + " |")
+            _cell(by.get(p)) for p in TELESCOPE_TIER_POLICIES) + " |")
     (out / "results.json").write_text(json.dumps({"telemetry": results, "tiering": tiering},
                                                  indent=1, default=str))
     text = f"""# Telescope (ATC'24) reproduced in tierlab
@@ -429,7 +437,8 @@ DAMON-based tiering (`damon-tiering`: DAMOS migrate_hot/migrate_cold with quotas
 on DAMON's regions or on Telescope's; the hot needles start in the slow tier (the cold
 regions before them fill DRAM at first touch). Speedup over `static` (the paper: +5.6%
 to +34% throughput on 1-2 TB Redis/YCSB). The oracle is left out at 5 TiB: it re-places
-every page at each change and does not fit this machine's memory there.
+every page at each change and does not fit this machine's memory there. With several
+seeds a cell is the geometric mean with its 95% interval and verdict ({TEST}).
 
 | case | {" | ".join(f"`{p}`" for p in TELESCOPE_TIER_POLICIES)} |
 |---|{"---:|" * len(TELESCOPE_TIER_POLICIES)}

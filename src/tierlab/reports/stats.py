@@ -155,17 +155,36 @@ def spread_notes(rows: list[dict]) -> list[str]:
     return notes
 
 
+def ratio_claim(ratios, fmt: str = "{:.2f}x") -> str:
+    """A claim's number from per-seed ratios (a over b, paired by seed): '2.09x [2.05,
+    2.12], faster' (geometric mean, 95% interval, verdict); one seed: '2.09x (1 seed, no
+    interval)'."""
+    ratios = [float(x) for x in ratios]
+    if not ratios or not all(math.isfinite(x) and x > 0 for x in ratios):
+        return "-"
+    e = geo_ci(ratios)
+    word = verdict(ratios)
+    return f"{e.text(fmt)} ({word})" if word == ONE_SEED else f"{e.text(fmt)}, {word}"
+
+
+def paired(records, a: str, b: str, match=("machine", "workload", "alloc"),
+           field: str = "policy") -> list[float]:
+    """Throughput of the runs whose `field` is a over those whose `field` is b, one ratio
+    per pair with equal `match` fields and seed (match=("workload",) pairs runs on two
+    machines; field="alloc" compares allocation policies)."""
+    thr: dict[str, dict[tuple, float]] = {a: {}, b: {}}
+    for r in records:
+        if r[field] in thr:
+            thr[r[field]][tuple(r[k] for k in match) + (r["seed"],)] = r["throughput"]
+    return [thr[a][k] / thr[b][k] for k in thr[a] if k in thr[b] and thr[b][k] > 0
+            and thr[a][k] > 0]
+
+
 def versus(records, a: str, b: str) -> str:
     """A claim "a beats b" over a suite: the geometric mean of a's throughput over b's,
     paired by (machine, workload, alloc, seed), with its 95% interval and the verdict
     of a paired t-test over those pairs on log throughput."""
-    thr: dict[str, dict[tuple, float]] = {a: {}, b: {}}
-    for r in records:
-        if r["policy"] in thr:
-            thr[r["policy"]][(r["machine"], r["workload"], r["alloc"], r["seed"])] = \
-                r["throughput"]
-    pairs = [thr[a][k] / thr[b][k] for k in thr[a] if k in thr[b] and thr[b][k] > 0
-             and thr[a][k] > 0]
+    pairs = paired(records, a, b)
     if not pairs:
         return "-"
     e = geo_ci(pairs)
