@@ -540,3 +540,18 @@ def test_idt_monitor_merges_more_alike_regions_than_damon():
         ham[p] = r["policy_stats"]["monitor"][key]
     # the paper: 8.13 -> 5.15 bits (37% fewer); here 0.0038 -> 0.0021 at seed 0
     assert ham["idt"] < 0.8 * ham["idt-damon"]
+
+
+def test_a_region_monitors_miniature_is_the_same_run_at_every_scale():
+    """docs/model.md, Scale: a 1/F miniature gives F x the full-scale throughput. With
+    DAMON's region bounds scaled by F (the rule before 2026-12-05), damon-tiering saw
+    4 regions at 1/256 and stayed at static's 8.2e7 updates/s (full-scale equivalent)
+    where 1/32 gave 2.19e8; with the full-scale bounds both give 2.24e8."""
+    from tierlab import api
+    got = []
+    for scale in (1 / 256, 1 / 32):
+        r = api.run(machine="optane-2tier:dram=192GiB,optane=768GiB",
+                    workload="gups:hotset,size=512GiB,hot=4GiB,threads=16",
+                    policy="damon-tiering", scale=scale)
+        got.append(r["throughput"] / scale)
+    assert got[0] == pytest.approx(got[1], rel=0.03)
