@@ -37,13 +37,14 @@ out = Console(width=None if sys.stdout is not None and sys.stdout.isatty() else 
 #: "The reproductions")
 REPRODUCE_RUNS = """\
 runs per seed at the default scale, and typical wall time per seed (--jobs 1, 2-core
-box; docs/benchmarks.md); the default --seeds 0-2 takes three times as long:
-  idt             260 runs (240 at 1/64, 20 trace runs)    12 min
-  idt --sensitivity 72 runs                                  2.5 min
-  hemem            60 runs at 1/256                          1.5 min
+box; docs/benchmarks.md; "estimated": from IDT's 52 s per run at 1/64 with its
+full-scale 1,000-10,000 regions); the default --seeds 0-2 takes three times as long:
+  idt             260 runs (240 at 1/64, 20 trace runs)    ~2 h (estimated)
+  idt --sensitivity 72 runs                                  ~1 h (estimated)
+  hemem            60 runs at 1/256                          17 min
   telescope        15 telemetry runs up to 5 TiB, 9 tiering  2-8 min
   johnny-cache     42 runs at 1/32                           1.5 min
-  allocation      120 runs (105 at 1/64, 15 trace runs)     4.5 min
+  allocation      120 runs (105 at 1/64, 15 trace runs)     ~30 min (estimated)
   colloid          64 runs at 1/64                           3.5 min
   beyond          810 runs (54 cells x 15 policies)          hours
 
