@@ -84,7 +84,13 @@ def test_cli_runs_the_full_grid(tmp_path, capsys):
     doc = json.loads((tmp_path / "results.json").read_text())
     assert [len(g["cells"]) for g in doc["grids"]] == [16, 9]
     assert len(doc["records"]) == 24 and doc["scale"] == 1 / 1024
-    assert "wrote" in capsys.readouterr().out
+    got = capsys.readouterr()
+    assert "wrote" in got.out
+    # issue 49: the run count first, then one line per run, then the summary
+    lines = got.err.strip().splitlines()
+    assert lines[0] == "24 runs on 2 process(es)", lines[:3]
+    assert lines[1].startswith("[1/24] ") and lines[24].startswith("[24/24] ")
+    assert lines[-1].startswith("reproduce idt: 24 run(s) made in ")
 
 
 def test_sensitivity_with_another_reproduction_is_a_one_line_error(tmp_path):
