@@ -57,3 +57,18 @@ def test_the_report_renders_in_headless_chromium(report, tmp_path):
                     f"--screenshot={shot}", page], capture_output=True, timeout=300)
     img = matplotlib.image.imread(shot)
     assert img.shape[:2] == (2000, 1280) and img.std() > 0.05  # drawn, not blank
+
+
+def test_a_reproduction_whose_results_hold_telemetry_gets_its_runs_report(report, tmp_path):
+    """`reproduce telescope` writes {"telemetry": ..., "tiering": [runs]}: report.html
+    is made from the tiering runs, beside its README."""
+    import argparse
+    import json
+    from tierlab.cli import _reproduction_report
+    runs = json.loads((report / "results.json").read_text())
+    (tmp_path / "results.json").write_text(json.dumps({"telemetry": [{"monitor": "damon"}],
+                                                       "tiering": runs}))
+    a = argparse.Namespace(name="telescope", argv=["reproduce", "telescope"])
+    page = _reproduction_report(tmp_path, a)
+    assert page == tmp_path / "report.html"
+    assert "tierlab reproduce telescope" in page.read_text()

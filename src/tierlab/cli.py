@@ -336,6 +336,8 @@ def _reproduction_report(outdir: Path, a):
     if not jp.is_file():
         return None
     recs = json.loads(jp.read_text())
+    if isinstance(recs, dict):  # telescope: its tiering runs (telemetry has no runs)
+        recs = recs.get("tiering")
     if not isinstance(recs, list) or not recs or not all(
             isinstance(r, dict) and "throughput" in r for r in recs):
         return None
