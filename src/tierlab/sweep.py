@@ -247,6 +247,7 @@ class _Board:
     def __init__(self, console):
         self.console = console
         self.total = self.done = self.running = 0
+        self.announced = 0  # runs outside the sweep announced but not finished yet
         self.per_worker: Counter = Counter()
         self.progress = None
         if console is not None:
@@ -275,7 +276,9 @@ class _Board:
 
     def finished(self, job, rec, worker: str, external: bool = False) -> None:
         self.done += 1
-        if external:
+        if external and self.announced:
+            self.announced -= 1  # counted by `Sweep.expect`
+        elif external:
             self.total += 1
         self.per_worker[worker] += 1
         if self.console is not None and not self.console.is_terminal:
@@ -714,6 +717,14 @@ class Sweep:
             return f.result(timeout=0.5)
         except TimeoutError:
             return None
+
+    def expect(self, n: int, what: str) -> None:
+        """Announce n runs made outside the sweep (a reproduction's telemetry runs),
+        before the first: their count first, as every batch of the sweep's own."""
+        more = " more" if self.board.total else ""
+        self.board.say(f"{n}{more} {what} runs in this process")
+        self.board.announced += n
+        self.board.add(n)
 
     def report(self, job, rec) -> None:
         """Count a run finished outside the sweep (a reproduction's telemetry runs);

@@ -385,9 +385,12 @@ def reproduce_telescope(out: Path, scale: float, workloads: list[str], jobs: int
     TLB-bound thread (`TELESCOPE_MASIM`); each monitor alone, its precision and recall
     of the hot pages over 60 s (`tierlab telemetry`), then tiering on the detected
     regions. `scale` and `workloads` are not used: the footprints are the paper's."""
+    from ..sweep import active
     from .telemetry import run_telemetry, write_telemetry
     out.mkdir(parents=True, exist_ok=True)
     rows, results = [], []
+    if on_done is not None and active() is not None:
+        active().expect(len(TELESCOPE_CASES) * len(TELESCOPE_MONITORS), "telemetry")
     for name, gib, hot, needles, paper_damon, paper_tel in TELESCOPE_CASES:
         cfg = telescope_config(out / f"telescope-{name}.cfg", gib, hot,
                                needles=needles, seconds=60)
