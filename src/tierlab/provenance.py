@@ -26,10 +26,10 @@ def source_digest(root: Path = PACKAGE) -> str:
     weights; `RENDERING` excluded), by relative path; caches and bytecode excluded."""
     h = hashlib.sha256()
     for p in sorted(Path(root).rglob("*")):
-        rel = p.relative_to(root).parts
-        if p.is_file() and "__pycache__" not in rel and rel[0] not in RENDERING \
+        rel = p.relative_to(root)
+        if p.is_file() and "__pycache__" not in rel.parts and rel.parts[0] not in RENDERING \
                 and p.suffix not in (".pyc", ".nbi", ".nbc"):
-            h.update(p.relative_to(root).as_posix().encode() + b"\0")
+            h.update(rel.as_posix().encode() + b"\0")
             h.update(p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 

@@ -270,7 +270,11 @@ class _Board:
         if self.progress is not None:
             self.progress.stop()
 
-    def add(self, n: int) -> None:
+    def add(self, n: int, where: str) -> None:
+        """n more runs: their count first ("N runs on WHERE", "N more ..." after the
+        first batch), before the first of their lines."""
+        if n:
+            self.say(f"{n}{' more' if self.total else ''} {where}")
         self.total += n
         self.show()
 
@@ -528,10 +532,7 @@ class Sweep:
             self.board.say(f"{sum(stale.values())} run(s) in {self.out / JSONL} were made by "
                            f"other code ({were}; now {source_digest()}): running them "
                            "again")
-        if fresh:  # the count first, before the first run's line
-            more = " more" if self.board.total else ""
-            self.board.say(f"{len(fresh)}{more} runs on {self.where_for(len(fresh))}")
-        self.board.add(len(fresh))
+        self.board.add(len(fresh), f"runs on {self.where_for(len(fresh))}")
         raw: dict[str, dict] = {}
         failures: list = []
         errors: list = []
@@ -721,10 +722,8 @@ class Sweep:
     def expect(self, n: int, what: str) -> None:
         """Announce n runs made outside the sweep (a reproduction's telemetry runs),
         before the first: their count first, as every batch of the sweep's own."""
-        more = " more" if self.board.total else ""
-        self.board.say(f"{n}{more} {what} runs in this process")
+        self.board.add(n, f"{what} runs in this process")
         self.board.announced += n
-        self.board.add(n)
 
     def report(self, job, rec) -> None:
         """Count a run finished outside the sweep (a reproduction's telemetry runs);

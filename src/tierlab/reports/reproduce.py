@@ -22,8 +22,8 @@ from .repro_beyond import reproduce_beyond
 from .repro_colloid import COLLOID_SCALE, reproduce_colloid
 from .repro_johnny_cache import JC_SCALE, reproduce_johnny_cache
 from .results import present_traces
-from .stats import (ONE_SEED, TEST, geomean_rows, mean_ci, over_seeds, pair_rows, ratio_claim,
-                    seeds_footer, versus)
+from .stats import (ONE_SEED, TEST, geo_ci, geomean_rows, mean_ci, over_seeds, pair_rows,
+                    ratio_claim, seeds_footer, versus)
 from .tables import geomean_speedups
 
 IDT_BASELINES = ["autonuma", "autonuma-tiering", "autonuma-tiering-mglru", "tpp",
@@ -285,7 +285,7 @@ def reproduce_hemem(out: Path, scale: float, workloads: list[str], jobs: int | N
     # the paper's GUPS figure reports steady throughput: here the run's second half, after
     # the hot set has been moved (the first half pays for moving up to 2 x 128 GiB); the
     # geometric mean of each cell's runs over the seeds
-    by = {k: math.exp(sum(math.log(runs[k + (s,)]) for s in seeds) / len(seeds))
+    by = {k: geo_ci(runs[k + (s,)] for s in seeds).mean
           for k in {(w, p) for w, p, _ in runs}
           if all(k + (s,) in runs and runs[k + (s,)] > 0 for s in seeds)}
     recs, move = over_seeds(recs), over_seeds(move)  # one number per cell over seeds
