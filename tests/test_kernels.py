@@ -942,10 +942,11 @@ def test_range_movable_and_fill_ranges_are_the_page_list_forms(npages, nranges, 
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 400), st.integers(0, 2**31 - 1))
-def test_draw_pairs_and_seen_below_are_the_numpy_forms(nreg, seed):
+def test_draw_pairs_and_slow_hits_are_the_numpy_forms(nreg, seed):
     """IDT's sampled pages (the same draws from the generator) and the accessed regions
-    off the top node (all, or those IDT demoted), with by and dec at their middle
-    pages, as numpy computes them."""
+    off the top node (all, or those IDT demoted), their pages charged to the awaiting
+    decisions named by `by` and `dec` at their middle pages, and the lead that fits in
+    `room`, as numpy computes them."""
     rng = np.random.default_rng(seed)
     s = np.sort(rng.choice(10_000, nreg, replace=False)).astype(np.int64)
     e = np.minimum(s + rng.integers(1, 300, nreg), np.append(s[1:], 10_000))
@@ -961,14 +962,24 @@ def test_draw_pairs_and_seen_below_are_the_numpy_forms(nreg, seed):
     by = np.where(rng.random(10_300) < 0.5, 0, rng.integers(1, 4, 10_300)).astype(np.uint8)
     dec = rng.integers(0, 256, 10_300).astype(np.uint8)
     mid = (s + e - 1) // 2
+    size = e - s
+    keys = [0 * 256 + 7, 2 * 256 + 3, 1 * 256 + 200]
+    dec[mid[:nreg // 2]] = rng.choice([7, 3, 200], nreg // 2)  # some awaiting decisions
+    room = int(np.median(size)) if nreg else 0
     for only in (True, False):
-        got = kernels.seen_below(acc, s, e, node, 1, by, dec, only)
+        got = kernels.slow_hits(acc, s, e, node, 1, by, dec, only, keys, room)
         j = np.flatnonzero(acc & (node[mid] != 1) & (node[mid] != 255) &
                            ((by[mid] > 0) | (not only)))
-        for g, w in zip(got, (j, by[mid[j]], dec[mid[j]])):
-            np.testing.assert_array_equal(g, w)
-        for g, w in zip(got, kernels._seen_below_numpy(acc, s, e, node, 1, by, dec, only)):
-            np.testing.assert_array_equal(g, w)
+        key = np.where(by[mid[j]] > 0, (by[mid[j]].astype(int) - 1) * 256 + dec[mid[j]], -1)
+        over = np.flatnonzero(size[j] > room)
+        want = (j, int(size[j].sum()), [int(size[j][key == k].sum()) for k in keys],
+                int(over[0]) if over.size else j.size)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert (got[1], got[2].tolist(), got[3]) == want[1:]
+        numpy_form = kernels._slow_hits_numpy(acc, s, e, node, 1, by, dec, only,
+                                              np.array(keys), room)
+        np.testing.assert_array_equal(numpy_form[0], want[0])
+        assert (numpy_form[1], list(numpy_form[2]), numpy_form[3]) == want[1:]
 
 
 @settings(max_examples=60, deadline=None)
@@ -1203,6 +1214,38 @@ def test_draw_below_decides_at_its_edges_as_expm1(n, seed):
     got = np.zeros(u.shape[0], bool)
     kernels.draw_below(u, lam.copy(), got)
     np.testing.assert_array_equal(got, u < -np.array([math.expm1(x) for x in lam]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 500), st.sampled_from(["ascending", "random", "runs"]), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_sub_expected_is_the_searchsorted_form(n, order, use_max, seed):
+    """Each page's row found by galloping from the previous page's (pages in ascending
+    order, in random order, in ascending runs that restart): the row
+    searchsorted(starts, p, "right") gives, and the same expected accesses."""
+    from tierlab.field import RateField
+    from tierlab.monitors.source import _FieldTables
+    rng = np.random.default_rng(seed)
+    npages = 5000
+    cuts = np.unique(rng.integers(0, npages + 1, 2 * int(rng.integers(0, 400))))
+    s, e = cuts[:-1:2], cuts[1::2]
+    m = min(len(s), len(e))
+    t = _FieldTables(RateField(s[:m], e[:m], rng.random(m), rng.random(m), npages))
+    pages = rng.integers(0, npages, n)
+    if order == "ascending":
+        pages = np.sort(pages)
+    elif order == "runs":
+        pages = np.concatenate([np.sort(x) for x in np.array_split(pages, 5)])
+    which = rng.integers(0, 4, n)
+    w_tab, w_a, whi = rng.random(4) * 10, float(rng.random() * 10), float(rng.random() * 20)
+    got = np.empty(n)
+    kernels.sub_expected(got, pages, which, False, w_tab, t.starts, t.rate["all"], t.E,
+                         w_a, use_max, whi, init=True)
+    row = np.searchsorted(t.starts, pages, side="right")
+    r = t.rate["all"][row] * np.where(pages < t.E[row], 1.0, 0.0)
+    w0 = w_tab[which]
+    wlo = np.maximum(w0, w_a) if use_max else w0
+    np.testing.assert_array_equal(got, 0.0 - r * np.maximum(whi - wlo, 0.0))
 
 
 @settings(max_examples=60, deadline=None)

@@ -37,9 +37,10 @@ bench_memsim (every policy within 10 s and 2 GiB); docs/benchmarks.md has the fi
   written over them, without listing their pages first (IDT at 10x bench_memsim:
   29.9 -> 17.5 s).
 - `sub_expected_eps`: `sub_expected` over every field epoch of a lookup in one pass.
-- `draw_pairs`, `seen_below`: IDT's sampled pages per region and the regions seen
-  off the top node (with the demoting node and decision), one pass
-  each per sampling interval.
+- `draw_pairs`, `sample_account`, `slow_hits`: IDT's sampled pages per region, their
+  accessed bits counted and written to the history, and the regions seen off the top
+  node (pages charged to the decisions that demoted them), one pass each per sampling
+  interval.
 - `bisect_throughput`: the closed loop's bisection, run at every engine step.
 - `range_node_counts`, `pages_not_on`: counts and pages of address ranges read from the
   page map without expanding them into address arrays (the oracle on the redis trace:
@@ -195,6 +196,25 @@ def _lower_py(a, x, lo, hi):
     return lo
 
 
+def _upper_near_py(a, x, q, lo, hi):
+    # _upper(a, x, lo, hi) given a guess q in [lo, hi] that a[q - 1] <= x: galloping
+    # forward from q (O(log(answer - q)) for queries in ascending order: IDT's sampled
+    # pages, a hand's pages), else searching [lo, hi)
+    if q > lo and x < a[q - 1]:
+        return _upper(a, x, lo, hi)
+    if q >= hi or x < a[q]:
+        return q
+    b, step = q + 1, 1
+    while b < hi and a[b] <= x:
+        q = b
+        step *= 2
+        b = q + step
+    return _upper(a, x, q + 1, min(b, hi))
+
+
+_upper_near = _upper_near_py  # a helper (`_HELPERS`)
+
+
 def _runs_order_py(keys):
     # np.argsort(keys, kind="stable") for keys without NaN, by merging the maximal
     # non-decreasing runs pairwise (a stable natural merge sort: n log(runs))
@@ -271,8 +291,8 @@ def _cooled_bin_py(c, pc, clock, max_shift, nbins):
     return min(_bitlen((np.int64(c) >> d) + 1), nbins)
 
 
-_HELPERS = ("_upper", "_lower", "_runs_order", "_cal_next_block", "_cal_place",
-            "_cal_unlink", "_cal_close", "_time_at", "_cooled_bin", "_lap_bytes",
+_HELPERS = ("_upper", "_lower", "_upper_near", "_runs_order", "_cal_next_block",
+            "_cal_place", "_cal_unlink", "_cal_close", "_time_at", "_cooled_bin", "_lap_bytes",
             "_pcg_step", "_pcg_double", "_pcg64_fill", "_sub_expected", "_sub_expected_eps",
             "_draw_block", "_draw_pages", "_skip_empty", "_walk_init", "_walk",
             "_word_mask", "_pcg_advance", "_list_bounds", "_nimble_flush", "_inactive_rule",
@@ -839,18 +859,40 @@ def _cal_pop_py(j, nb, bsz, pwl, pwm, pp, pa, bhi, bfill, opn, nxt, head, tail, 
 
 def _similar_pairs_py(h, newest, valid, window, nbits, table):
     # h: (R, words) ring buffers of nbits bits; the k-th newest bit sits at position
-    # (newest - k) mod nbits (word p >> 6, bit p & 63); windows slide from the newest
+    # (newest - k) mod nbits (word p >> 6, bit p & 63); windows slide from the newest.
+    # Two identical buffers have equal counts in every window: similar whenever the
+    # table's diagonal is (always for Fisher's test and the public rule). Each buffer
+    # is copied once into a small row (x, then y) read many times
     r = h.shape[0]
+    words = h.shape[1]
     out = np.ones(max(r - 1, 0), np.bool_)
+    if r < 2:
+        return out
     w = min(window, valid)
+    diag = True
+    for a in range(w + 1):
+        diag = diag and table[a, a]
     one = np.uint64(1)
+    x = np.empty(words, np.uint64)
+    y = np.empty(words, np.uint64)
+    for q in range(words):
+        y[q] = h[0, q]
     for i in range(r - 1):
+        x, y = y, x
+        same = True
+        for q in range(words):
+            y[q] = h[i + 1, q]
+            same = same and y[q] == x[q]
+        if same and diag:
+            continue
         ca = 0
         cb = 0
+        p = newest
         for k in range(w):  # the window of the w newest bits
-            p = (newest - k) % nbits
-            ca += np.int64((h[i, p >> 6] >> np.uint64(p & 63)) & one)
-            cb += np.int64((h[i + 1, p >> 6] >> np.uint64(p & 63)) & one)
+            ca += np.int64((x[p >> 6] >> np.uint64(p & 63)) & one)
+            cb += np.int64((y[p >> 6] >> np.uint64(p & 63)) & one)
+            p = p - 1 if p > 0 else nbits - 1
+        pin, pout = p, newest  # the bits entering and leaving at the next slide
         k = 0
         while True:
             if not table[ca, cb]:
@@ -858,15 +900,42 @@ def _similar_pairs_py(h, newest, valid, window, nbits, table):
                 break
             if k + w >= valid:
                 break
-            # slide one bit older: bit k + w enters, bit k leaves
-            pin = (newest - k - w) % nbits
-            pout = (newest - k) % nbits
-            ca += np.int64((h[i, pin >> 6] >> np.uint64(pin & 63)) & one)
-            ca -= np.int64((h[i, pout >> 6] >> np.uint64(pout & 63)) & one)
-            cb += np.int64((h[i + 1, pin >> 6] >> np.uint64(pin & 63)) & one)
-            cb -= np.int64((h[i + 1, pout >> 6] >> np.uint64(pout & 63)) & one)
+            ca += np.int64((x[pin >> 6] >> np.uint64(pin & 63)) & one)
+            ca -= np.int64((x[pout >> 6] >> np.uint64(pout & 63)) & one)
+            cb += np.int64((y[pin >> 6] >> np.uint64(pin & 63)) & one)
+            cb -= np.int64((y[pout >> 6] >> np.uint64(pout & 63)) & one)
+            pin = pin - 1 if pin > 0 else nbits - 1
+            pout = pout - 1 if pout > 0 else nbits - 1
             k += 1
     return out
+
+
+def _sample_account_py(a, b, count, h, word, bit, push):
+    # IdtRegions.on_sample: acc = a | b per region, count += acc and, with push, acc
+    # written as bit `bit` of word `word` of each ring buffer (h: (R, words) uint64);
+    # returns acc
+    r = a.shape[0]
+    acc = np.empty(r, np.bool_)
+    one = np.uint64(1)
+    sh = np.uint64(bit)
+    keep = ~(one << sh)
+    for i in range(r):
+        x = a[i] or b[i]
+        acc[i] = x
+        if x:
+            count[i] += 1
+        if push:
+            h[i, word] = (h[i, word] & keep) | (np.uint64(x) << sh)
+    return acc
+
+
+def _sample_account_numpy(a, b, count, h, word, bit, push):
+    acc = a | b
+    count += acc
+    if push:
+        col = h[:, word] & ~np.uint64(1 << bit)
+        h[:, word] = col | (acc.astype(np.uint64) << np.uint64(bit))
+    return acc
 
 
 def _sub_expected_py(lam, pages, which, by_page, w_tab, starts, rate, ends, w_a, use_max,
@@ -875,8 +944,7 @@ def _sub_expected_py(lam, pages, which, by_page, w_tab, starts, rate, ends, w_a,
     lo = 0  # searchsorted(starts, p, "right"), kept while p stays in its row
     for i in range(pages.shape[0]):
         p = pages[i]
-        if (lo > 0 and p < starts[lo - 1]) or (lo < ns and p >= starts[lo]):
-            lo = _upper(starts, p, 0, ns)
+        lo = _upper_near(starts, p, lo, 0, ns)
         r = rate[lo] * (1.0 if p < ends[lo] else 0.0)
         w0 = w_tab[which[p] if by_page else which[i]]
         wlo = max(w0, w_a) if use_max else w0
@@ -897,9 +965,7 @@ def _sub_expected_eps_py(lam, pages, which, by_page, w_tab, starts, soff, rate, 
         acc = 0.0
         for k in range(ne):
             a, e = soff[k], soff[k + 1]
-            q = lo[k]
-            if (q > a and p < starts[q - 1]) or (q < e and p >= starts[q]):
-                q = lo[k] = _upper(starts, p, a, e)
+            q = lo[k] = _upper_near(starts, p, lo[k], a, e)
             j = q + k  # the row of table k
             r = rate[j] * (1.0 if p < ends[j] else 0.0)
             wlo = max(w0, w_a[k]) if use_max[k] else w0
@@ -1500,24 +1566,34 @@ def _draw_pairs_py(u, s, e, out):
             out[k * r + i] = min(p, e[i] - 1)
 
 
-def _seen_below_py(acc, start, end, node_map, top, by, dec, only_demoted):
+def _slow_hits_py(acc, start, end, node_map, top, by, dec, only_demoted, keys, room):
     # IDT._on_sample: the regions accessed whose middle page is allocated off `top`
-    # (and, with only_demoted, was demoted by IDT: by > 0), with that page's by and dec
+    # (and, with only_demoted, was demoted by IDT: by > 0); their pages in all; the
+    # pages of those charged to each awaiting decision keys[k] = (by - 1) * 256 + dec
+    # of the middle page; and how many lead before the first larger than `room`
     r = acc.shape[0]
     out = np.empty(r, np.int64)
-    ob = np.empty(r, np.uint8)
-    od = np.empty(r, np.uint8)
+    sums = np.zeros(keys.shape[0], np.int64)
     n = 0
+    total = 0
+    nfit = -1
     for i in range(r):
         if acc[i]:
             m = (start[i] + end[i] - 1) // 2
             c = node_map[m]
             if c != top and c != 255 and (by[m] > 0 or not only_demoted):
+                size = end[i] - start[i]
+                if nfit < 0 and size > room:
+                    nfit = n
                 out[n] = i
-                ob[n] = by[m]
-                od[n] = dec[m]
                 n += 1
-    return out[:n], ob[:n], od[:n]
+                total += size
+                if by[m] > 0:
+                    key = (np.int64(by[m]) - 1) * 256 + np.int64(dec[m])
+                    for k in range(keys.shape[0]):
+                        if keys[k] == key:
+                            sums[k] += size
+    return out[:n], total, sums, n if nfit < 0 else nfit
 
 
 def _bisect_throughput_py(a, b, c, compute_ns, mlp, threads, x_cap):
@@ -2317,7 +2393,7 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "move_counts": _move_counts_py, "list_counts": _list_counts_py,
        "range_movable": _range_movable_py, "fill_ranges": _fill_ranges_py,
        "relocate_ranges": _relocate_ranges_py, "draw_pairs": _draw_pairs_py,
-       "seen_below": _seen_below_py, "range_node_counts": _range_node_counts_py,
+       "slow_hits": _slow_hits_py, "range_node_counts": _range_node_counts_py,
        "pages_not_on": _pages_not_on_py, "pages_by_byte": _pages_by_byte_py, "halve_at": _halve_at_py, "pick_pairs": _pick_pairs_py,
        "tier_shares": _tier_shares_py,
        "spend_budgets": _spend_budgets_py, "bisect_throughput": _bisect_throughput_py,
@@ -2330,7 +2406,8 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "times_sorted": _times_sorted_py,
        "poll_faults": _poll_faults_py, "cal_push": _cal_push_py, "cal_pop": _cal_pop_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
-       "similar_pairs": _similar_pairs_py, "sub_expected": _sub_expected_py,
+       "similar_pairs": _similar_pairs_py, "sample_account": _sample_account_py,
+       "sub_expected": _sub_expected_py,
        "draw_below": _draw_below_py, "sub_expected_eps": _sub_expected_eps_py,
        "draw_accessed": _draw_accessed_py, "lru_sweep": _lru_sweep_py,
        "mglru_age": _mglru_age_py,
@@ -2456,12 +2533,17 @@ def _draw_pairs_numpy(u, s, e, out):
     out[:] = p.reshape(-1)
 
 
-def _seen_below_numpy(acc, start, end, node_map, top, by, dec, only_demoted):
+def _slow_hits_numpy(acc, start, end, node_map, top, by, dec, only_demoted, keys, room):
     mid = (start + end - 1) // 2
     node = node_map[mid]
     j = np.flatnonzero(acc & (node != top) & (node != 255) &
                        ((by[mid] > 0) | (not only_demoted)))
-    return j, by[mid[j]], dec[mid[j]]
+    size = end[j] - start[j]
+    m = mid[j]
+    key = np.where(by[m] > 0, (by[m].astype(np.int64) - 1) * 256 + dec[m], -1)
+    sums = np.array([int(size[key == k].sum()) for k in keys], dtype=np.int64)
+    over = np.flatnonzero(size > room)
+    return j, int(size.sum()), sums, int(over[0]) if over.size else j.size
 
 
 def _range_node_counts_numpy(node_map, starts, ends, nnodes):
@@ -2479,10 +2561,10 @@ def _draw_below_numpy(u, lam, out):
     return u.shape[0]
 
 
-_NUMPY = {"similar_pairs": _similar_pairs_numpy, "draw_below": _draw_below_numpy,
+_NUMPY = {"similar_pairs": _similar_pairs_numpy, "sample_account": _sample_account_numpy, "draw_below": _draw_below_numpy,
           "first_seen": _first_seen_numpy,
           "fill_ranges": _fill_ranges_numpy, "draw_pairs": _draw_pairs_numpy,
-          "seen_below": _seen_below_numpy,
+          "slow_hits": _slow_hits_numpy,
           "range_node_counts": _range_node_counts_numpy, "sorted_find": _sorted_find_numpy,
           "list_counts": _list_counts_numpy}
 
@@ -2494,7 +2576,7 @@ def similar_pairs(h, newest: int, valid: int, window: int, nbits: int,
     `valid` newest bits of each region's ring buffer of `nbits` bits ((R, words)
     uint64, the newest bit at position `newest`; one window of `valid` bits if fewer),
     stopping at the first window that fails, where numpy counts every window."""
-    return _kernel("similar_pairs")(np.ascontiguousarray(h, dtype=np.uint64), int(newest),
+    return _kernel("similar_pairs")(np.asarray(h, dtype=np.uint64), int(newest),
                                     int(valid), int(window), int(nbits),
                                     np.ascontiguousarray(table, dtype=np.bool_))
 
@@ -2970,6 +3052,15 @@ def relocate_ranges(mem_node, bits, blocks, used, block: int, flags, mask: int, 
     return int(n), sums, counts, int(npro), int(pp)
 
 
+def sample_account(a, b, count, h, word: int, bit: int, push: bool) -> np.ndarray:
+    """One IDT sampling interval (`IdtRegions.on_sample`) in one pass: acc = a | b
+    (either page of a region accessed), count += acc in place and, with `push`, acc
+    written in place as bit `bit` of word `word` of every ring buffer h ((R, words)
+    uint64); returns acc."""
+    return _kernel("sample_account")(np.asarray(a, np.bool_), np.asarray(b, np.bool_),
+                                     count, h, int(word), int(bit), bool(push))
+
+
 def draw_pairs(rng, s, e) -> np.ndarray:
     """Two uniform pages of each region [s[i], e[i]) (DAMON's damon_rand, twice), as
     `min(s + (rng.random((2, R)) * (e - s)).astype(int64), e - 1)` flattened: the same
@@ -2980,13 +3071,18 @@ def draw_pairs(rng, s, e) -> np.ndarray:
     return out
 
 
-def seen_below(acc, start, end, node_map, top: int, by, dec, only_demoted: bool):
-    """(j, by[m], dec[m]) of the regions j accessed (`acc`) whose middle page m =
-    (start + end - 1) // 2 is allocated off `top` (with `only_demoted`, only those with
-    by[m] > 0: IDT demoted them), in one pass: the numpy form's gathers of node, by and
-    dec at every middle page."""
-    return _kernel("seen_below")(acc, start, end, node_map, np.uint8(top), by, dec,
-                                 bool(only_demoted))
+def slow_hits(acc, start, end, node_map, top: int, by, dec, only_demoted: bool, keys,
+              room: int):
+    """IDT's slow-tier hits of one sampling interval in one pass: (j, pages, sums,
+    nfit) for the regions j accessed (`acc`) whose middle page m = (start + end - 1)
+    // 2 is allocated off `top` (with `only_demoted`, only those with by[m] > 0: IDT
+    demoted them); `pages`, their pages in all; sums[k], the pages of those whose
+    by[m], dec[m] name the awaiting decision keys[k] = (by - 1) * 256 + dec; nfit, how
+    many of j come before the first larger than `room` pages."""
+    j, total, sums, nfit = _kernel("slow_hits")(
+        acc, start, end, node_map, np.uint8(top), by, dec, bool(only_demoted),
+        np.asarray(keys, dtype=np.int64), np.int64(room))
+    return j, int(total), sums, int(nfit)
 
 
 def bisect_throughput(a, b, c, compute_ns: float, mlp: float, threads: float,

@@ -72,7 +72,7 @@ from math import comb
 import numpy as np
 
 from ..errors import TierlabError
-from ..kernels import draw_pairs, ring_bits, similar_pairs
+from ..kernels import draw_pairs, ring_bits, sample_account, similar_pairs
 from ..params import parse_choice, parse_number
 from .base import MONITORS, Monitor
 from .damon import UNALLOC, Damon, Regions, _i64, hamming
@@ -89,6 +89,17 @@ def history_distance(h1, h2) -> np.ndarray:
     Hamming distance of each pair of rows (mm/damon/idt-utils.c `idt_hamming_distance`)."""
     x = np.bitwise_xor(np.asarray(h1, dtype=np.uint64), np.asarray(h2, dtype=np.uint64))
     return np.bitwise_count(x).sum(axis=-1, dtype=np.int64)
+
+
+def _buffers(n: int, words: int) -> np.ndarray:
+    """n empty ring buffers, (n, words) uint64 in column-major order: a word of every
+    region's buffer is contiguous, so a sampling interval writes its bits in one pass."""
+    return np.zeros((n, words), dtype=np.uint64, order="F")
+
+
+def _rows(h, idx) -> np.ndarray:
+    """h[idx] for ring buffers h, in `_buffers`' column-major order."""
+    return np.take(np.asfortranarray(h, dtype=np.uint64).T, idx, axis=1).T
 
 
 @dataclass
@@ -158,7 +169,7 @@ class IdtRegions(Damon):
         self.age_rule = parse_choice(age_rule, "idt-regions age_rule", AGE_RULES)
         self._words = (self.history_bits + 63) // 64
         z = np.zeros(0, dtype=np.int64)
-        self._hist = np.zeros((0, self._words), dtype=np.uint64)  # ring buffers
+        self._hist = _buffers(0, self._words)
         self._acc = z  # this aggregation's accessed intervals per region
         self._nsamp = 0  # sampling intervals taken in this aggregation
         self._hpos = 0  # history bits written so far (the next goes at _hpos % bits)
@@ -187,11 +198,11 @@ class IdtRegions(Damon):
             i = np.searchsorted(old_s, self._s, side="right") - 1
             ok = (i >= 0) & (self._s < old_e[np.clip(i, 0, None)])
             i = np.clip(i, 0, None)
-            self._hist = np.where(ok[:, None], self._hist[i],
-                                  np.uint64(0)).astype(np.uint64)
+            self._hist = np.asfortranarray(np.where(ok[:, None], _rows(self._hist, i),
+                                                    np.uint64(0)), dtype=np.uint64)
             self._mh = np.where(ok, self._mh[i], np.uint64(0)).astype(np.uint64)
         else:
-            self._hist = np.zeros((R, self._words), dtype=np.uint64)
+            self._hist = _buffers(R, self._words)
             self._mh = np.zeros(R, dtype=np.uint64)
         self._acc = np.zeros(R, dtype=np.int64)
 
@@ -279,12 +290,12 @@ class IdtRegions(Damon):
         subscribers (ARP), then the splits of disagreeing regions."""
         self._fit()
         a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
-        acc = a | b
+        push = self.history == "sample"
+        w, bit = self._slot()
+        acc = sample_account(a, b, self._acc, self._hist, w, bit, push)
         dis = a ^ b
-        self._acc = self._acc + acc
         self._nsamp += 1
-        if self.history == "sample":
-            self._push(acc)
+        self._hpos += push
         if self._sample_subs:
             self._live = True
             try:
@@ -330,7 +341,8 @@ class IdtRegions(Damon):
         new_s[dup] = cuts[owner[dup]]
         new_e[np.flatnonzero(dup) - 1] = new_s[dup]
         for name in self._per_region():
-            setattr(self, name, getattr(self, name)[owner])
+            a = getattr(self, name)
+            setattr(self, name, _rows(a, owner) if name == "_hist" else a[owner])
         self._s, self._e = new_s, new_e
         self.splits += int(idx.size)
 
@@ -345,10 +357,14 @@ class IdtRegions(Damon):
     def _push(self, bit) -> None:
         """Write one history bit per region at the circular index (vaddr.c
         `__damon_va_check_access`), overwriting the oldest once the buffer is full."""
-        w, b = divmod(self._hpos % self.history_bits, 64)
+        w, b = self._slot()
         col = self._hist[:, w] & ~np.uint64(1 << b)
         self._hist[:, w] = col | (np.asarray(bit, dtype=np.uint64) << np.uint64(b))
         self._hpos += 1
+
+    def _slot(self) -> tuple[int, int]:
+        """(word, bit) of the circular index the next history bit goes to."""
+        return divmod(self._hpos % self.history_bits, 64)
 
     def _valid_bits(self) -> int:
         return min(self._hpos, self.history_bits)
@@ -409,7 +425,7 @@ class IdtRegions(Damon):
         self._age = (np.bincount(run, weights=self._age * sz) // tot).astype(np.int64)
         lastidx = np.append(first[1:] - 1, R - 1)
         self._s, self._e, self._last = s[first], e[lastidx], self._last[first]
-        self._hist = h[first]
+        self._hist = _rows(h, first)
         self._acc = np.zeros(first.size, dtype=np.int64)
 
     def aggregate(self, nr_accesses, now: float = 0.0) -> None:
@@ -430,7 +446,7 @@ class IdtRegions(Damon):
             self._push(nr > 0)
         self._merge()
         self._publish(now)
-        self._snap_hist = self._hist.copy()  # the ring buffers are written in place
+        self._snap_hist = self._hist.copy(order="K")  # written in place
         R = self.nr_regions
         self._acc = np.zeros(R, dtype=np.int64)
         self._nsamp = 0

@@ -107,7 +107,7 @@ import numpy as np
 
 from ...engine.memory import UNALLOC
 from ...errors import TierlabError
-from ...kernels import fill_ranges, seen_below
+from ...kernels import fill_ranges, slow_hits
 from ...monitors.base import MONITORS
 from ...monitors.idt_regions import HISTORY_RULES, history_distance
 from ...params import parse_choice, parse_flag, parse_fraction, parse_int, parse_number
@@ -334,14 +334,16 @@ class IDT(Policy):
     # -- every sampling interval (IDT's monitor) -----------------------------------
     def _on_sample(self, mon, now: float, acc) -> None:
         regs = mon.regions
-        j, by, dec = seen_below(np.asarray(acc, dtype=bool), regs.start, regs.end,
-                                self.sim.mem.node, self.top, self.demoted_by,
-                                self.demoted_in, not self.arp_all)
+        keys = [n * 256 + d for n, d in self._cons]
+        j, pages, sums, nfit = slow_hits(np.asarray(acc, dtype=bool), regs.start, regs.end,
+                                         self.sim.mem.node, self.top, self.demoted_by,
+                                         self.demoted_in, not self.arp_all, keys,
+                                         self._room(self.top))
         if j.size:
-            size = regs.end[j] - regs.start[j]
-            self.counts["slow_hit"] += int(size.sum())
-            self._consequence(by, dec, 1, size)
-            self._arp(j, regs)
+            self.counts["slow_hit"] += pages
+            for c, x in zip(self._cons.values(), sums.tolist()):
+                c[1] += x
+            self._arp(j[:nfit], regs)
 
     # -- every aggregation -------------------------------------------------------
     def _on_aggregation(self, mon, now: float) -> None:
