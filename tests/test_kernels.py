@@ -454,7 +454,7 @@ def test_pcg_advance_is_numpys():
     from tierlab import kernels
     if not kernels._numba():
         pytest.skip("needs numba")
-    kernels._kernel("list_emit")  # compiles the helpers
+    kernels._kernel("list_emit").compiled()  # binds its helpers compiled
     for q in (0, 1, 2, 3, 7, 1000, 65537, 2**40 + 5):
         g = np.random.default_rng(2**63 + q)
         s, inc = g.bit_generator.state["state"]["state"], g.bit_generator.state["state"]["inc"]
@@ -466,7 +466,7 @@ def test_pcg_advance_is_numpys():
 
 def test_numba_starts_without_scipy_linalg():
     """A process's first kernel does not import scipy.linalg (numba's BLAS check,
-    0.3-0.4 s of CPU a process, `kernels._numba_arrays`), and scipy.linalg imports as
+    0.3-0.4 s of CPU a process, `jit._numba_arrays`), and scipy.linalg imports as
     usual after it."""
     import subprocess
     import sys
@@ -496,9 +496,10 @@ def test_without_numba_the_guest_path_still_answers(monkeypatch):
     h[5::9, 10] ^= np.uint64(0xFFFF)  # some apart only in an older window
     table = fisher_similar_table(16, 0.1)
     want = k.similar_pairs(h, 7, 1024, 16, 1024, table)
-    monkeypatch.setattr(k, "_jit", False)
-    monkeypatch.setattr(k, "_kernels", {})
-    assert k._kernel("similar_pairs") is k._similar_pairs_numpy
+    import tierlab.jit as jit
+    monkeypatch.setattr(jit, "_jit", False)
+    monkeypatch.setattr(k._kernel("similar_pairs"), "_k", None)
+    assert k._kernel("similar_pairs").compiled() is k._similar_pairs_numpy
     np.testing.assert_array_equal(k.similar_pairs(h, 7, 1024, 16, 1024, table), want)
     assert want.any() and not want.all()
 
@@ -523,33 +524,6 @@ def test_sorted_find_is_searchsorted(m, n, span, seed):
     kernels._sorted_find_numpy(keys, q, p2, h2)
     np.testing.assert_array_equal(p2, pos)
     np.testing.assert_array_equal(h2, hit)
-
-
-def test_trailing_zeros_compiled_and_in_python():
-    """The hands' lowest-set-bit index: LLVM's cttz (what the kernels call) and the
-    Python form agree on every single bit and on random words, the top bit included."""
-    import tierlab.kernels as k
-    cttz = k._llvm_cttz()
-    rng = np.random.default_rng(5)
-    words = [np.uint64(1) << np.uint64(b) for b in range(64)]
-    words += [np.uint64(w) | np.uint64(1) << np.uint64(63) for w in
-              rng.integers(1, 2**63, 200, dtype=np.uint64)]
-    words += list(rng.integers(1, 2**63, 200, dtype=np.uint64))
-    for w in words:
-        want = (int(w) & -int(w)).bit_length() - 1
-        assert int(cttz(np.uint64(w))) == k._cttz_py(np.uint64(w)) == want
-
-
-def test_bitlen_intrinsic_is_the_bit_length():
-    """LLVM's ctlz as the bit length of non-negative int64s (MEMTIS's bins): every
-    power of two, its neighbours, zero and the largest."""
-    k = kernels
-    if not k._numba():
-        pytest.skip("numba not installed")
-    bitlen = k._llvm_bitlen()
-    xs = [0, 1, 2**63 - 1] + [v for b in range(63) for v in (2**b - 1, 2**b, 2**b + 1)]
-    for x in xs:
-        assert int(bitlen(np.int64(x))) == k._bitlen_py(np.int64(x)) == int(x).bit_length()
 
 
 @settings(max_examples=80, deadline=None)
@@ -858,7 +832,7 @@ def test_move_counts_is_the_numpy_bincounts(npages, seed):
 def test_runs_order_is_numpys_stable_argsort(parts, sort_parts):
     """The natural merge sort (the poll's order) on any keys, sorted runs or not."""
     keys = np.concatenate([np.sort(p) if sort_parts else p for p in parts] or [np.zeros(0)])
-    kernels._kernel("poll_faults")  # compiles the helpers
+    kernels._kernel("poll_faults").compiled()  # binds its helpers compiled
     np.testing.assert_array_equal(kernels._runs_order(keys),
                                   np.argsort(keys, kind="stable"))
 

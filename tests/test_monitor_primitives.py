@@ -552,7 +552,7 @@ def test_pcg64_fill_is_numpys_random(m):
     four, and the state it leaves."""
     if not kernels._numba():
         pytest.skip("needs numba")
-    kernels._kernel("draw_accessed")  # compiles the helpers
+    kernels._kernel("draw_accessed").compiled()  # binds its helpers compiled
     g = np.random.default_rng(2**63 + 12345)
     g.random(3)
     s, inc = g.bit_generator.state["state"]["state"], g.bit_generator.state["state"]["inc"]

@@ -95,86 +95,13 @@ import sys
 
 import numpy as np
 
-_jit = None
-
-
-def _numba():
-    """numba's njit, or False where numba is not installed (the QEMU guest's trimmed
-    Python, which runs only the Linux backend's policies)."""
-    global _jit
-    if _jit is None:
-        try:
-            import numba
-        except ImportError:
-            _jit = False
-            return _jit
-        _numba_arrays()
-        _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
-    return _jit
-
-
-class _NoScipyLinalg:
-    """An import finder under which scipy.linalg cannot be imported."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "scipy.linalg":
-            raise ImportError("scipy.linalg: not for numba's BLAS check")
-        return None
-
-
-def _numba_arrays() -> None:
-    """Load numba's array functions without their BLAS check: at its first compile or
-    cache load numba imports scipy.linalg to learn whether np.dot and np.linalg can be
-    compiled (numba.np.arraymath `_check_blas`), 0.3-0.4 s of CPU at every start of a
-    process, and no kernel here uses them. With that import failing numba takes BLAS
-    for absent; scipy.linalg imports as usual afterwards (the oracle's optimizer)."""
-    if "scipy.linalg" in sys.modules:
-        return
-    block = _NoScipyLinalg()
-    sys.meta_path.insert(0, block)
-    try:
-        import numba.np.arraymath  # noqa: F401
-    finally:
-        sys.meta_path.remove(block)
-
-
-_kernels = {}
-
-
-def _inline_jit():
-    """njit for helpers inlined into their callers at numba's IR level (called per
-    8-byte word, `_lap_bytes` left `pages_by_byte` half again as slow as with its loop
-    written out)."""
-    import numba
-    return numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
-
-
-def _kernel(name):
-    """The compiled kernel; without numba its numpy form (`_NUMPY`) or, for kernels
-    only the simulator runs, its Python source (correct, slow). The helpers kernels
-    call (`_HELPERS`) are compiled first, so a kernel's source finds them compiled."""
-    k = _kernels.get(name)
-    if k is None:
-        jit = _numba()
-        g = globals()
-        # the intrinsics first: helpers call them (`_cooled_bin` calls `_bitlen`)
-        if jit and g["_cttz"] is _cttz_py:
-            g["_cttz"] = _llvm_cttz()
-        if jit and g["_bitlen"] is _bitlen_py:
-            g["_bitlen"] = _llvm_bitlen()
-        if jit and g["_mulhi"] is _mulhi_py:
-            g["_mulhi"] = _llvm_mulhi()
-        if jit and g["_f2u"] is _f2u_py:
-            g["_f2u"], g["_u2f"] = _llvm_bitcasts()
-        for h in _HELPERS:
-            if jit and g[h] is g[h + "_py"]:
-                g[h] = (_inline_jit() if h in _INLINE else jit)(g[h + "_py"])
-        k = _kernels[name] = jit(_PY[name]) if jit else _NUMPY.get(name, _PY[name])
-    return k
+from .jit import Kernel, bitlen, cttz, f2u, helper, mulhi, u2f
+from .jit import numba_jit as _numba
 
 
 # -- the Python sources numba compiles (valid Python, run as such by nothing else) ----
-def _upper_py(a, x, lo, hi):
+@helper(inline=True)
+def _upper(a, x, lo, hi):
     # the first index in [lo, hi) with a[i] > x (hi if none): searchsorted "right"
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -185,7 +112,8 @@ def _upper_py(a, x, lo, hi):
     return lo
 
 
-def _lower_py(a, x, lo, hi):
+@helper(inline=True)
+def _lower(a, x, lo, hi):
     # the first index in [lo, hi) with a[i] >= x (hi if none): searchsorted "left"
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -196,7 +124,8 @@ def _lower_py(a, x, lo, hi):
     return lo
 
 
-def _upper_near_py(a, x, q, lo, hi):
+@helper
+def _upper_near(a, x, q, lo, hi):
     # _upper(a, x, lo, hi) given a guess q in [lo, hi] that a[q - 1] <= x: galloping
     # forward from q (O(log(answer - q)) for queries in ascending order: IDT's sampled
     # pages, a hand's pages), else searching [lo, hi)
@@ -212,10 +141,10 @@ def _upper_near_py(a, x, q, lo, hi):
     return _upper(a, x, q + 1, min(b, hi))
 
 
-_upper_near = _upper_near_py  # a helper (`_HELPERS`)
 
 
-def _runs_order_py(keys):
+@helper
+def _runs_order(keys):
     # np.argsort(keys, kind="stable") for keys without NaN, by merging the maximal
     # non-decreasing runs pairwise (a stable natural merge sort: n log(runs))
     n = keys.shape[0]
@@ -267,9 +196,8 @@ def _runs_order_py(keys):
     return order
 
 
-#: helpers kernels call, compiled by `_kernel` before any kernel (each `X` is `X_py`
-#: until then)
-def _time_at_py(w, i, ta, wa):
+@helper(inline=True)
+def _time_at(w, i, ta, wa):
     # Timeline.time_at_work of work w, i its searchsorted(wa, w, "left") (numpy's
     # arithmetic: the segment's fraction clipped to [0, 1], ta[0] at or below wa[0])
     nb = wa.shape[0]
@@ -284,143 +212,28 @@ def _time_at_py(w, i, ta, wa):
     return t
 
 
-def _cooled_bin_py(c, pc, clock, max_shift, nbins):
+@helper(inline=True)
+def _cooled_bin(c, pc, clock, max_shift, nbins):
     # MEMTIS's bin of count c last cooled at clock pc: min(bit length of the lazily
     # cooled count + 1, nbins) (get_idx is that minus one)
     d = min(max(clock - np.int64(pc), 0), max_shift)
-    return min(_bitlen((np.int64(c) >> d) + 1), nbins)
+    return min(bitlen((np.int64(c) >> d) + 1), nbins)
 
 
-_HELPERS = ("_upper", "_lower", "_upper_near", "_runs_order", "_cal_next_block",
-            "_cal_place", "_cal_unlink", "_cal_close", "_time_at", "_cooled_bin", "_lap_bytes",
-            "_pcg_step", "_pcg_double", "_pcg64_fill", "_sub_expected", "_sub_expected_eps",
-            "_draw_block", "_draw_pages", "_skip_empty", "_walk_init", "_walk",
-            "_word_mask", "_pcg_advance", "_list_bounds", "_nimble_flush", "_inactive_rule",
-            "_phash", "_pmap_find")
-#: helpers compiled inline into their callers (`_inline_jit`)
-_INLINE = ("_lap_bytes", "_time_at", "_cooled_bin", "_pcg_step", "_pcg_double", "_upper",
-           "_lower", "_word_mask", "_inactive_rule", "_phash", "_pmap_find")
-_upper, _lower, _runs_order = _upper_py, _lower_py, _runs_order_py
-_time_at, _cooled_bin = _time_at_py, _cooled_bin_py
 
 
-def _cttz_py(x):
-    # the index of the lowest set bit of a nonzero uint64
-    return (int(x) & -int(x)).bit_length() - 1
 
-
-_cttz = _cttz_py  # with numba, LLVM's cttz (`_llvm_cttz`)
-
-
-def _bitlen_py(x):
-    # the bit length of a non-negative int64
-    return int(x).bit_length()
-
-
-_bitlen = _bitlen_py  # with numba, 64 minus LLVM's ctlz (`_llvm_bitlen`)
-
-
-def _llvm_cttz():
-    """`_cttz` as LLVM's count-trailing-zeros (one instruction, tzcnt), where a de
-    Bruijn multiply and table load took three: `pages_on_bits` 6.1 -> 3.9 ns a page."""
-    import numba
-    from llvmlite import ir
-    from numba.core.extending import intrinsic
-
-    @intrinsic
-    def cttz(typingctx, x):
-        def codegen(context, builder, sig, args):
-            return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
-        return numba.types.uint64(numba.types.uint64), codegen
-
-    return numba.njit(lambda x: cttz(x))
-
-
-def _llvm_bitlen():
-    """`_bitlen` as 64 minus LLVM's count-leading-zeros (lzcnt), where MEMTIS's bins
-    shifted a count right once per bit (`cooled_bins`, `memtis_cool`)."""
-    import numba
-    from llvmlite import ir
-    from numba.core.extending import intrinsic
-
-    @intrinsic
-    def ctlz(typingctx, x):
-        def codegen(context, builder, sig, args):
-            return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
-        return numba.types.int64(numba.types.int64), codegen
-
-    return numba.njit(lambda x: 64 - ctlz(x))
-
-
-def _mulhi_py(a, b):
-    # the high 64 bits of the 128-bit product of two uint64
-    return np.uint64((int(a) * int(b)) >> 64)
-
-
-_mulhi = _mulhi_py  # with numba, one 128-bit multiply (`_llvm_mulhi`)
-
-
-def _llvm_mulhi():
-    """`_mulhi` as one LLVM 128-bit multiply (mul/mulx), for `_pcg_step`."""
-    import numba
-    from llvmlite import ir
-    from numba.core.extending import intrinsic
-
-    @intrinsic
-    def mulhi(typingctx, a, b):
-        def codegen(context, builder, sig, args):
-            i128 = ir.IntType(128)
-            p = builder.mul(builder.zext(args[0], i128), builder.zext(args[1], i128))
-            return builder.trunc(builder.lshr(p, ir.Constant(i128, 64)), ir.IntType(64))
-        return numba.types.uint64(numba.types.uint64, numba.types.uint64), codegen
-
-    return numba.njit(lambda a, b: mulhi(a, b))
-
-
-def _f2u_py(x):
-    # the bits of a float64, as a uint64
-    return np.float64(x).view(np.uint64)
-
-
-def _u2f_py(b):
-    # the float64 of 64 bits
-    return np.uint64(b).view(np.float64)
-
-
-#: with numba, LLVM bitcasts (`_llvm_bitcasts`), which cost no instruction
-_f2u, _u2f = _f2u_py, _u2f_py
-
-
-def _llvm_bitcasts():
-    """`_f2u` and `_u2f` as LLVM bitcasts, for `FaultCalendar`'s 48-bit works."""
-    import numba
-    from llvmlite import ir
-    from numba.core.extending import intrinsic
-
-    @intrinsic
-    def f2u(typingctx, x):
-        def codegen(context, builder, sig, args):
-            return builder.bitcast(args[0], ir.IntType(64))
-        return numba.types.uint64(numba.types.float64), codegen
-
-    @intrinsic
-    def u2f(typingctx, b):
-        def codegen(context, builder, sig, args):
-            return builder.bitcast(args[0], ir.DoubleType())
-        return numba.types.float64(numba.types.uint64), codegen
-
-    return f2u, u2f
-
-
-def _pcg_step_py(hi, lo, ahi, alo, chi, clo):
+@helper(inline=True)
+def _pcg_step(hi, lo, ahi, alo, chi, clo):
     # the 128-bit LCG state (hi, lo) times (ahi, alo) plus (chi, clo), modulo 2^128
     nlo = lo * alo
-    nhi = _mulhi(lo, alo) + lo * ahi + hi * alo
+    nhi = mulhi(lo, alo) + lo * ahi + hi * alo
     slo = nlo + clo
     return nhi + chi + (np.uint64(1) if slo < nlo else np.uint64(0)), slo
 
 
-def _pcg_double_py(hi, lo):
+@helper(inline=True)
+def _pcg_double(hi, lo):
     # PCG64's XSL-RR output of state (hi, lo), its top 53 bits as a double in [0, 1)
     # (numpy's `random()`)
     x = hi ^ lo
@@ -429,7 +242,8 @@ def _pcg_double_py(hi, lo):
     return np.float64(v >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-def _pcg64_fill_py(st, jump, u, m):
+@helper
+def _pcg64_fill(st, jump, u, m):
     # u[:m] = the next m doubles of numpy's PCG64 `random()` from state st (high,
     # low; advanced). jump[k] = (A, C) of k + 1 steps (A = mult^(k+1), C = inc (1 +
     # mult + ... + mult^k), each as high, low): four states are taken from one, so
@@ -450,7 +264,8 @@ def _pcg64_fill_py(st, jump, u, m):
     st[1] = lo
 
 
-def _pcg_advance_py(hi, lo, q, jump):
+@helper
+def _pcg_advance(hi, lo, q, jump):
     # the state (hi, lo) q steps on (jump[0]: one step's A, C): Brown's jump-ahead,
     # O(log q) 128-bit multiplies (numpy's PCG64 `advance`)
     z = np.uint64(0)
@@ -467,8 +282,7 @@ def _pcg_advance_py(hi, lo, q, jump):
     return _pcg_step(hi, lo, ah, al, ch, cl)
 
 
-_pcg_step, _pcg_double, _pcg64_fill = _pcg_step_py, _pcg_double_py, _pcg64_fill_py
-_pcg_advance = _pcg_advance_py
+_pcg_advance = _pcg_advance
 
 
 def _poll_faults_py(pages, works, arm, arm_t, ta, wa, lo, now, flag):
@@ -639,7 +453,8 @@ def _merge_sorted_py(w1, p1, a1, w2, p2, a2):
         o += 1
     return w, p, a
 
-def _cal_next_block_py(j, nxt, head, tail, free, nfree):
+@helper
+def _cal_next_block(j, nxt, head, tail, free, nfree):
     # a block from the free stack chained at the end of bucket j's chain; returns it
     top = nfree[0] - 1
     blk = free[top]
@@ -654,10 +469,10 @@ def _cal_next_block_py(j, nxt, head, tail, free, nfree):
     return blk
 
 
-_cal_next_block = _cal_next_block_py  # a helper (`_HELPERS`)
 
 
-def _cal_place_py(w, pg, am, n, b, r, w0, div, base, scale, lim, nb, bsz, pwl, pwm, pp, pa,
+@helper
+def _cal_place(w, pg, am, n, b, r, w0, div, base, scale, lim, nb, bsz, pwl, pwm, pp, pa,
                   bhi, bfill, opn, nxt, head, tail, cnt, free, nfree, near_w, near_p, near_a,
                   q):
     # entries [0, n) of (w, pg, am) by bucket coordinate x = (w - base) * scale (with
@@ -693,7 +508,7 @@ def _cal_place_py(w, pg, am, n, b, r, w0, div, base, scale, lim, nb, bsz, pwl, p
         else:  # NaN too
             j = np.int64(nb)
             past += 1
-        bits = _f2u(wi)
+        bits = f2u(wi)
         h = np.uint16(bits >> np.uint64(48))
         if j != cj or h != ch or cf == bsz:  # else the slot's open block is cb
             sl = 2 * nb + np.int64(h) if j == nb else 2 * j + np.int64(h & np.uint16(1))
@@ -718,10 +533,10 @@ def _cal_place_py(w, pg, am, n, b, r, w0, div, base, scale, lim, nb, bsz, pwl, p
     return q
 
 
-_cal_place = _cal_place_py  # a helper (`_HELPERS`)
 
 
-def _cal_unlink_py(b, bsz, pwl, pwm, pp, pa, bhi, bfill, nxt, free, nfree, ow, op, oa, q):
+@helper
+def _cal_unlink(b, bsz, pwl, pwm, pp, pa, bhi, bfill, nxt, free, nfree, ow, op, oa, q):
     # block b's entries copied to (ow, op, oa) from q, their works rebuilt from the
     # block's key and their low 48 bits; the block put back on the free stack; returns
     # the next block of its chain
@@ -729,7 +544,7 @@ def _cal_unlink_py(b, bsz, pwl, pwm, pp, pa, bhi, bfill, nxt, free, nfree, ow, o
     top = np.uint64(bhi[b]) << np.uint64(48)
     for i in range(bfill[b]):
         bits = top | (np.uint64(pwm[s + i]) << np.uint64(32)) | np.uint64(pwl[s + i])
-        ow[q + i] = _u2f(bits)
+        ow[q + i] = u2f(bits)
         op[q + i] = pp[s + i]
         oa[q + i] = pa[s + i]
     free[nfree[0]] = b
@@ -737,10 +552,10 @@ def _cal_unlink_py(b, bsz, pwl, pwm, pp, pa, bhi, bfill, nxt, free, nfree, ow, o
     return nxt[b]
 
 
-_cal_unlink = _cal_unlink_py  # a helper (`_HELPERS`)
 
 
-def _cal_close_py(j, nb, opn, head, tail, cnt):
+@helper
+def _cal_close(j, nb, opn, head, tail, cnt):
     # bucket j emptied: no chain, no open block
     head[j] = -1
     tail[j] = -1
@@ -753,7 +568,6 @@ def _cal_close_py(j, nb, opn, head, tail, cnt):
         opn[2 * j + 1] = -1
 
 
-_cal_close = _cal_close_py  # a helper (`_HELPERS`)
 
 
 def _cal_push_py(budget, r, w0, pages, arm, base, scale, lim, nb, bsz, pwl, pwm, pp, pa,
@@ -938,7 +752,8 @@ def _sample_account_numpy(a, b, count, h, word, bit, push):
     return acc
 
 
-def _sub_expected_py(lam, pages, which, by_page, w_tab, starts, rate, ends, w_a, use_max,
+@helper
+def _sub_expected(lam, pages, which, by_page, w_tab, starts, rate, ends, w_a, use_max,
                      whi, init):
     ns = starts.shape[0]
     lo = 0  # searchsorted(starts, p, "right"), kept while p stays in its row
@@ -951,7 +766,8 @@ def _sub_expected_py(lam, pages, which, by_page, w_tab, starts, rate, ends, w_a,
         lam[i] = (0.0 if init else lam[i]) - r * max(whi - wlo, 0.0)
 
 
-def _sub_expected_eps_py(lam, pages, which, by_page, w_tab, starts, soff, rate, ends, w_a,
+@helper
+def _sub_expected_eps(lam, pages, which, by_page, w_tab, starts, soff, rate, ends, w_a,
                         use_max, whi):
     # sub_expected over every epoch k (tables concatenated: starts[soff[k]:soff[k+1]],
     # rate and ends rows from soff[k] + k, each table with its sentinel row first), the
@@ -998,10 +814,10 @@ def _draw_below_py(u, lam, out):
 
 
 
-_sub_expected, _sub_expected_eps = _sub_expected_py, _sub_expected_eps_py  # helpers too
 
 
-def _draw_block_py(lam, u, m, st, jump, out, s, prev, c):
+@helper
+def _draw_block(lam, u, m, st, jump, out, s, prev, c):
     # out[s + i] = u_i < c for the m values lam[:m], u_i the next doubles of the
     # PCG64 stream st (`_pcg64_fill`, into u) and c = -expm1(lam[i]) taken once per
     # run of equal values (prev: the value c belongs to); returns (prev, c)
@@ -1015,10 +831,10 @@ def _draw_block_py(lam, u, m, st, jump, out, s, prev, c):
     return prev, c
 
 
-_draw_block = _draw_block_py  # a helper (`_HELPERS`)
 
 
-def _draw_pages_py(lam, u, pages, which, by_page, w_tab, starts, soff, rate, ends, w_a,
+@helper
+def _draw_pages(lam, u, pages, which, by_page, w_tab, starts, soff, rate, ends, w_a,
                    use_max, whi, multi, st, jump, out, s, prev, c):
     # out[s + i] for the m = len(pages) pages (m <= len(lam)): their expected accesses
     # into lam (`_sub_expected` of one epoch, with w_a, use_max and whi its first
@@ -1034,7 +850,6 @@ def _draw_pages_py(lam, u, pages, which, by_page, w_tab, starts, soff, rate, end
     return _draw_block(lam, u, m, st, jump, out, s, prev, c)
 
 
-_draw_pages = _draw_pages_py  # a helper (`_HELPERS`)
 
 
 def _draw_accessed_py(out, pages, which, by_page, w_tab, starts, soff, rate, ends, w_a,
@@ -1107,7 +922,8 @@ def _list_hist_py(node_map, node, blocks, block, flags, mask, inserted, ntimes, 
     return hist
 
 
-def _list_bounds_py(hist, take, pos, end):
+@helper
+def _list_bounds(hist, take, pos, end):
     # per list k and index u (at k * ntimes + u): where its next page goes in the
     # list's output (pos) and where its part ends (end): all its pages below the index
     # reached by the list's first take[k] pages, the first ones in address order at
@@ -1127,10 +943,10 @@ def _list_bounds_py(hist, take, pos, end):
     return left
 
 
-_list_bounds = _list_bounds_py  # a helper (`_HELPERS`)
 
 
-def _inactive_rule_py(f, ref, active, referenced):
+@helper(inline=True)
+def _inactive_rule(f, ref, active, referenced):
     # shrink_inactive_page_list on a page of flags f, referenced (ref) or not: two
     # touches activate (returns the new flags and whether it was activated)
     if ref:
@@ -1139,10 +955,10 @@ def _inactive_rule_py(f, ref, active, referenced):
     return f & ~referenced, False
 
 
-_inactive_rule = _inactive_rule_py  # a helper (`_HELPERS`)
 
 
-def _nimble_flush_py(buf, m, lam, u, ref, checked, w_tab, starts, soff, rate, ends, w_a,
+@helper
+def _nimble_flush(buf, m, lam, u, ref, checked, w_tab, starts, soff, rate, ends, w_a,
                      use_max, whi, multi, rs, jump, prev, c, flags, inserted, t, mask,
                      referenced, up, nup):
     # `_list_emit`'s m buffered pages of one index: their bits drawn from its
@@ -1162,7 +978,6 @@ def _nimble_flush_py(buf, m, lam, u, ref, checked, w_tab, starts, soff, rate, en
     return prev, c, nup
 
 
-_nimble_flush = _nimble_flush_py  # a helper (`_HELPERS`)
 
 
 def _list_emit_py(node_map, node, blocks, block, flags, mask, inserted, hist, take, out0,
@@ -1320,7 +1135,8 @@ def _bits_build_py(node_map, k):
     return bits
 
 
-def _word_mask_py(p, end):
+@helper(inline=True)
+def _word_mask(p, end):
     # (w, m): the word holding bit p and the mask of its bits in [p, end)
     w = p >> 6
     lo = p & 63
@@ -1330,7 +1146,6 @@ def _word_mask_py(p, end):
     return w, ((np.uint64(1) << np.uint64(hi - lo)) - np.uint64(1)) << np.uint64(lo)
 
 
-_word_mask = _word_mask_py  # a helper (`_HELPERS`)
 
 
 def _bits_range_py(bits, row, start, end, value):
@@ -1654,7 +1469,8 @@ def _pages_not_on_py(node_map, blocks, starts, ends, nodes, block, pages, of, fi
     return n
 
 
-def _lap_bytes_py(node_map, p0, p1, node, byte, lut, out, cnt, fill):
+@helper(inline=True)
+def _lap_bytes(node_map, p0, p1, node, byte, lut, out, cnt, fill):
     # `_pages_by_byte`'s work on the map's bytes [p0, p1): each page of `node` counted
     # under its key lut[byte[p]] (fill=False; returns how many) or placed at its key's
     # next slot of out (returns 0)
@@ -1671,7 +1487,6 @@ def _lap_bytes_py(node_map, p0, p1, node, byte, lut, out, cnt, fill):
     return seen
 
 
-_lap_bytes = _lap_bytes_py  # a helper (`_HELPERS`)
 
 
 def _pages_by_byte_py(node_map, words, blocks, block, node, byte, lut, out):
@@ -1961,7 +1776,8 @@ def _bits_any_py(row, start, end):
     return False
 
 
-def _skip_empty_py(row, sel, sel_on, use_sel, w, wlast, wend):
+@helper
+def _skip_empty(row, sel, sel_on, use_sel, w, wlast, wend):
     # `_walk`'s next address after a word without a hit that ends at wend: past the
     # words w .. wlast - 1 without one either (row's bits, with sel's where use_sel:
     # set if sel_on, else clear), in a loop of two loads and a test a word (the hands
@@ -1981,7 +1797,8 @@ def _skip_empty_py(row, sel, sel_on, use_sel, w, wlast, wend):
     return np.int64(w) << 6
 
 
-def _walk_init_py(start, limit, npages, s, tm):
+@helper
+def _walk_init(start, limit, npages, s, tm):
     # `_walk`'s state for a hand from `start`: [pos, end, i, scanned, chunk, n, j, nxt,
     # prev, last, open, q, done]; tm[0] the least pass time met
     s[0] = start % max(npages, 1)
@@ -2000,7 +1817,8 @@ def _walk_init_py(start, limit, npages, s, tm):
     tm[0] = np.inf
 
 
-def _walk_py(row, npages, limit, flags, mask, value, use_flags, sel, sel_on, use_sel,
+@helper
+def _walk(row, npages, limit, flags, mask, value, use_flags, sel, sel_on, use_sel,
              bounds, times, use_bounds, out, which, s, tm):
     # the hand of `pages_on_bits` (its state in s, tm: `_walk_init`), resumable: the
     # next hits into out (and their intervals into which) until out is full or the
@@ -2038,7 +1856,7 @@ def _walk_py(row, npages, limit, flags, mask, value, use_flags, sel, sel_on, use
                 i = _skip_empty(row, sel, sel_on, use_sel, w + 1, (end - 1) >> 6, wend)
                 continue
             while word:
-                a = i + np.int64(_cttz(word))
+                a = i + np.int64(cttz(word))
                 if not use_flags or (flags[a] & mask) == value:
                     if n == limit:  # a hit past the limit: the window ends after the last
                         end = last + 1
@@ -2082,7 +1900,6 @@ def _walk_py(row, npages, limit, flags, mask, value, use_flags, sel, sel_on, use
 
 
 # helpers (`_HELPERS`)
-_skip_empty, _walk_init, _walk = _skip_empty_py, _walk_init_py, _walk_py
 
 
 def _pages_on_bits_py(row, npages, start, limit, flags, mask, value, use_flags, sel,
@@ -2173,7 +1990,7 @@ def _mglru_age_py(row, npages, draw, w_tab, starts, soff, rate, ends, w_a, use_m
                 word = row[w]
             if word == 0:
                 break
-            pages[k] = (np.int64(w) << 6) + np.int64(_cttz(word))
+            pages[k] = (np.int64(w) << 6) + np.int64(cttz(word))
             k += 1
             word &= word - one
         if k == 0:
@@ -2290,9 +2107,9 @@ def _memtis_cool_py(hs, d, hp, cnt, pclk, may_hot, ebins, track, hot_thr, bp_act
             new = v >> s
             # bins as in `cooled_bins`: of v + 1 (get_idx is that minus one), of the
             # lazily cooled count + 1, and of new + 1
-            ex = min(_bitlen(v + 1), nbins)
+            ex = min(bitlen(v + 1), nbins)
             ey = _cooled_bin(v, pclk[p], clock, max_shift, nbins)
-            ez = min(_bitlen(new + 1), nbins)
+            ez = min(bitlen(new + 1), nbins)
             if ex - 1 >= hot_thr:
                 hu += 1
                 rf += v
@@ -2306,14 +2123,14 @@ def _memtis_cool_py(hs, d, hp, cnt, pclk, may_hot, ebins, track, hot_thr, bp_act
         refs[i] = rf
 
 
-def _phash_py(p, m):
+@helper(inline=True)
+def _phash(p, m):
     # page p's home slot in a table of m + 1 slots (a power of two): a multiply, then
     # its upper bits folded down (a product's low bits depend only on p's low bits)
     x = int(p) * 73244475
     return (x ^ (x >> 29)) & m
 
 
-_phash = _phash_py
 
 
 def _pmap_put_py(keys, vals, pages, idx):
@@ -2328,7 +2145,8 @@ def _pmap_put_py(keys, vals, pages, idx):
         vals[h] = idx[i]
 
 
-def _pmap_find_py(keys, p, m):
+@helper(inline=True)
+def _pmap_find(keys, p, m):
     # page p's slot in the table (m + 1 slots), -1 if absent: its probe run from its
     # home slot up to the first empty one
     h = _phash(p, m)
@@ -2339,7 +2157,6 @@ def _pmap_find_py(keys, p, m):
     return -1
 
 
-_pmap_find = _pmap_find_py  # a helper (`_HELPERS`)
 
 
 def _pmap_get_py(keys, vals, pages, out):
@@ -2407,8 +2224,8 @@ _PY = {"bits_build": _bits_build_py, "bits_range": _bits_range_py,
        "poll_faults": _poll_faults_py, "cal_push": _cal_push_py, "cal_pop": _cal_pop_py,
        "cal_rebucket": _cal_rebucket_py, "scan_arm": _scan_arm_py, "lru_mark": _lru_mark_py,
        "similar_pairs": _similar_pairs_py, "sample_account": _sample_account_py,
-       "sub_expected": _sub_expected_py,
-       "draw_below": _draw_below_py, "sub_expected_eps": _sub_expected_eps_py,
+       "sub_expected": _sub_expected,
+       "draw_below": _draw_below_py, "sub_expected_eps": _sub_expected_eps,
        "draw_accessed": _draw_accessed_py, "lru_sweep": _lru_sweep_py,
        "mglru_age": _mglru_age_py,
        "first_seen": _first_seen_py, "sorted_find": _sorted_find_py,
@@ -2567,6 +2384,14 @@ _NUMPY = {"similar_pairs": _similar_pairs_numpy, "sample_account": _sample_accou
           "slow_hits": _slow_hits_numpy,
           "range_node_counts": _range_node_counts_numpy, "sorted_find": _sorted_find_numpy,
           "list_counts": _list_counts_numpy}
+
+#: every kernel by name: its Python source, compiled at the first call, or without
+#: numba its numpy form
+_KERNELS = {name: Kernel(py, _NUMPY.get(name)) for name, py in _PY.items()}
+
+
+def _kernel(name) -> Kernel:
+    return _KERNELS[name]
 
 
 def similar_pairs(h, newest: int, valid: int, window: int, nbits: int,
