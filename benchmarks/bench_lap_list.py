@@ -1,4 +1,4 @@
-"""AutoTiering's LAP list at bench_memsim's size (issue 18): `kernels.pages_by_byte`
+"""AutoTiering's LAP list at bench_memsim's size (issue 18): `pagemap.pages_by_byte`
 over a 134 M-page map (512 GiB of 4 KiB pages) whose DRAM node holds a first-touched
 run of 10 M pages and 1.5 M pages its promotions scattered over the rest, so every
 block holds some and none is skipped. Prints the CPU of each call, warm.
@@ -11,8 +11,8 @@ import argparse
 import time
 
 import numpy as np
+from tierlab.engine import pagemap
 
-from tierlab import kernels
 
 NPAGES = 134_217_728
 BLOCK = 512  #: engine.memory.BLOCK
@@ -34,10 +34,10 @@ def main() -> None:
         blocks[:, k] = (node.reshape(-1, BLOCK) == k).sum(1)
     hist = rng.integers(0, 256, NPAGES, dtype=np.uint8)
     lut = rng.integers(0, 9, 256).astype(np.uint8)
-    out = kernels.pages_by_byte(node, blocks, BLOCK, 0, hist, lut)  # compiles
+    out = pagemap.pages_by_byte(node, blocks, BLOCK, 0, hist, lut)  # compiles
     for _ in range(a.calls):
         t = time.process_time()
-        out = kernels.pages_by_byte(node, blocks, BLOCK, 0, hist, lut, out)
+        out = pagemap.pages_by_byte(node, blocks, BLOCK, 0, hist, lut, out)
         print(f"pages_by_byte: {out.shape[0]:,} pages of the node, "
               f"{time.process_time() - t:.3f} s of CPU")
 

@@ -1,6 +1,6 @@
 """kswapd's list sweep at bench_scale's size (issue 18): a 28.8 M-page map (110 GiB of
 4 KiB pages), the hand's batches of one list taken from 4 points around it, by
-`kernels.lru_sweep` (the walk, the accessed-bit draws and the list changes in one
+`lru.lru_sweep` (the walk, the accessed-bit draws and the list changes in one
 pass) and by the three passes it replaced (`pages_on`, `draw_accessed`,
 `set_active`), on the same state, which both leave identical (checked). Prints ns a
 page, best of the repeats, warm.
@@ -20,8 +20,10 @@ import time
 
 import numpy as np
 
-from tierlab import kernels
 from tierlab.engine.memory import PassTimes
+from tierlab.engine import lru, pagemap
+from tierlab.monitors import draws
+from tierlab import structures
 
 NPAGES = 28_800_000
 ACTIVE = 1
@@ -60,21 +62,21 @@ def main() -> None:
     keep = ~np.uint8(7)
     for name in a.layout.split(","):
         node, act, active, batch = layout(name, rng)
-        bits = kernels.NodeBits(node, 4)
-        act_words = kernels.PageBits(act).words
+        bits = pagemap.NodeBits(node, 4)
+        act_words = structures.PageBits(act).words
         on = not active
 
         def separate(flags, sel, g, nr, s):
             pages, _, _, (which, _) = bits.pages_on(0, s, batch, sel=sel, sel_on=active,
                                                     passes=passes)
             ref = np.zeros(len(pages), bool)
-            kernels.draw_accessed(ref, g, pages, which, False, w_tab, tables)
-            kernels.set_active(flags, node, pages, on, ACTIVE, ACTIVE if on else 0, keep,
+            draws.draw_accessed(ref, g, pages, which, False, w_tab, tables)
+            lru.set_active(flags, node, pages, on, ACTIVE, ACTIVE if on else 0, keep,
                                nr, sel, sel=ref, sel_val=on)
             return len(pages)
 
         def fused(flags, sel, g, nr, s):
-            return kernels.lru_sweep(bits, 0, s, batch, sel, active, passes, w_tab, tables,
+            return lru.lru_sweep(bits, 0, s, batch, sel, active, passes, w_tab, tables,
                                      g, flags, node, on, ACTIVE, ACTIVE if on else 0, keep,
                                      nr, on, 0)[2]
 

@@ -1,5 +1,5 @@
 """The sorts of the hint faults' calendar and of PEBS's samples (issue 18):
-`kernels.argsort_untied` (a bucket sort from `SMALL` to `BUCKET_MAX` keys, numpy's
+`structures.argsort_untied` (a bucket sort from `SMALL` to `BUCKET_MAX` keys, numpy's
 quicksort beyond) against numpy's argsort and gather, on keys like theirs: uniform
 (a PEBS poll's sample works, a calendar bucket's fault works), exponential, and two
 lumps (the bucket sort gives up and numpy sorts). Prints CPU ns a key, warm, each the
@@ -13,8 +13,8 @@ import argparse
 import time
 
 import numpy as np
+from tierlab import structures
 
-from tierlab import kernels
 
 
 def _best(fn, keys, repeat: int, calls: int) -> float:
@@ -47,9 +47,9 @@ def main() -> None:
                                               1.0 + rng.random(n - n // 2)))}
         calls = max(1, 2_000_000 // n)
         for name, keys in kinds.items():
-            order, k = kernels.argsort_untied(keys)  # compiles
+            order, k = structures.argsort_untied(keys)  # compiles
             assert np.array_equal(order, np.argsort(keys, kind="stable"))
-            ours = _best(kernels.argsort_untied, keys, a.repeat, calls)
+            ours = _best(structures.argsort_untied, keys, a.repeat, calls)
             ref = _best(_numpy, keys, a.repeat, calls)
             print(f"| {name} | {n} | {ours:.1f} | {ref:.1f} |")
 

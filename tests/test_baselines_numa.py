@@ -19,12 +19,13 @@ from tierlab.field import RateField
 from tierlab.monitors import HintFaults, RateSource
 from tierlab.monitors.hint_faults import NumaScanner, ScheduledHintFaults
 from tierlab.monitors.pte_scan import PteScan
-from tierlab.policies.autonuma import (MIN_NR_GENS, AutoNumaTiering, cpu_node, promo_wmark,
+from tierlab.policies.autonuma import (AutoNumaTiering, MIN_NR_GENS, cpu_node, promo_wmark,
                                        toptier_nodes)
 from tierlab.units import PAGE
 
 from test_engine import assert_same_runs, check_invariants, fused_and_apart
 from test_monitor_primitives import simple_timeline
+from tierlab import jit
 
 SCALE = 1 / 256
 TIERING = ["autonuma-tiering", "autonuma-tiering-mglru", "tpp"]
@@ -366,7 +367,7 @@ def slots_mirror_gen(pol):
 
 @pytest.mark.parametrize("block", [1024, 7])
 def test_mglru_aging_in_one_pass_is_the_walk_then_the_update(block, monkeypatch):
-    """MGLRU's aging through `PteScan.age_node`'s one compiled pass (`kernels.mglru_age`:
+    """MGLRU's aging through `PteScan.age_node`'s one compiled pass (`pte_scan.mglru_age`:
     the node's pages from its bitmap row, their accessed bits drawn by blocks, each
     generation byte and slot bit updated as it goes) leaves the same run as
     `walk_node` then the numpy update: the same record, generations, slot bitmaps,
@@ -393,8 +394,7 @@ def test_mglru_aging_folds_the_oldest_generation_in_one_pass(monkeypatch):
     """With four generations an aging first folds the oldest into the next
     (inc_min_seq); the one pass and the numpy update agree on it, page by page (the
     policy's own eviction ages only at two generations, so runs never fold)."""
-    from tierlab import kernels
-    if not kernels._numba():
+    if not jit.numba_jit():
         pytest.skip("the one pass needs numba")
     got = []
     for fused in (True, False):

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import tierlab
 from tierlab.policies.colloid import BinarySearch, delta_p_closed, pick_pairs
+from tierlab.policies import colloid
 
 
 @pytest.mark.parametrize("o_d, o_a, i_d, i_a", [(900.0, 300.0, 6.0, 2.0),
@@ -177,14 +177,13 @@ def test_pairs_from_hemem_counts_sorted_as_counted(nh, maxc, down, free, dp, mos
     counts (positive sources, partners in ascending share) are the pages the rule
     pairs from every page's share, sorting itself, with zero-count partners made
     infinite going down; also when a count is past the counting sort's table."""
-    from tierlab import kernels
     from tierlab.policies.hemem import DRAM, MAX_SHIFT, NONE, NVM
     rng = np.random.default_rng(seed)
     tier = rng.choice(np.array([NONE, DRAM, NVM], dtype=np.uint8), nh)
     reads = rng.integers(0, maxc + 1, nh)
     writes = rng.integers(0, 3, nh)
     if seed % 5 == 0 and nh:  # one count the counting sort does not take
-        reads[rng.integers(0, nh)] = kernels.TierShares.COUNTS + int(rng.integers(0, 50))
+        reads[rng.integers(0, nh)] = colloid.TierShares.COUNTS + int(rng.integers(0, 50))
     clk = np.zeros(nh, np.int64)
     src_tier, dst_tier = (DRAM, NVM) if down else (NVM, DRAM)
     c = np.where(tier != NONE, reads + writes, 0).astype(float)  # tracked pages
@@ -195,7 +194,7 @@ def test_pairs_from_hemem_counts_sorted_as_counted(nh, maxc, down, free, dp, mos
         p_dst_all = np.where(p_dst_all > 0, p_dst_all, np.inf)
     want = [(all_src[i], -1 if j < 0 else all_dst[j])
             for i, j in pick_pairs(share[all_src], p_dst_all, free, dp, most)]
-    total, src, p_src, src_up, dst, p_dst = kernels.TierShares()(
+    total, src, p_src, src_up, dst, p_dst = colloid.TierShares()(
         tier, reads, writes, clk, 0, MAX_SHIFT, NONE, src_tier, dst_tier,
         zero_partners=not down)
     got = [(src[i], -1 if j < 0 else dst[j]) for i, j in pick_pairs(

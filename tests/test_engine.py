@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tierlab.engine import Simulation
-from tierlab.engine.memory import BLOCK, UNALLOC, Memory
+from tierlab import jit
+from tierlab.engine import Simulation, lru
+from tierlab.monitors import draws
+from tierlab.engine.memory import BLOCK, Memory, UNALLOC
 from tierlab.engine.throughput import solve_throughput
 from tierlab.machines import Machine, Tier, load_machine
 from tierlab.policies import ALLOCS, POLICIES
@@ -273,21 +274,20 @@ def test_default_reclaim_is_lru_and_spares_hot_pages():
 @pytest.mark.parametrize("policy", ["autonuma-tiering", "tpp", "multi-clock"])
 @pytest.mark.parametrize("block", [1024, 7])
 def test_fused_reclaim_sweep_is_scan_then_set_active(policy, block, monkeypatch):
-    """kswapd's reclaim through `LRU.sweep`'s one compiled pass (`kernels.lru_sweep`:
+    """kswapd's reclaim through `LRU.sweep`'s one compiled pass (`lru.lru_sweep`:
     the hand, the accessed-bit draws and the list changes by blocks, resumed mid-word
     when a block fills) leaves the same run as `scan` then `_set_active`: the same
     record, page map, LRU flags, counts, hands and pass times, and the same stream
     after, across field changes (several epochs per draw), growth and frees."""
-    from tierlab import kernels
 
     def state(sim, rec):
-        lru = sim.lru
-        return (rec, sim.mem.node.copy(), lru.flags.copy(), lru.nr_active.copy(),
-                lru.active_bits().copy(), dict(lru._hand), lru.scanned,
-                {k: np.concatenate((p.bounds, p.times)) for k, p in lru._passes.items()},
+        lists = sim.lru
+        return (rec, sim.mem.node.copy(), lists.flags.copy(), lists.nr_active.copy(),
+                lists.active_bits().copy(), dict(lists._hand), lists.scanned,
+                {k: np.concatenate((p.bounds, p.times)) for k, p in lists._passes.items()},
                 sim.bits.rng.random(4))
 
-    runs, fused = fused_and_apart(monkeypatch, kernels, "lru_sweep", lambda *a, **k: None,
+    runs, fused = fused_and_apart(monkeypatch, lru, "lru_sweep", lambda *a, **k: None,
                                   policy, block, 2e8, state)
     assert fused > 10 and runs[0][6] > 0
     assert_same_runs(*runs)
@@ -298,10 +298,9 @@ def fused_and_apart(monkeypatch, owner, name, off, policy, block, work, state):
     frees), the first through `owner.name` (a compiled pass) and the second with it
     replaced by `off` (which makes its caller take the way apart), draws in blocks of
     `block` pages: (state(sim, record) of each, the compiled pass's calls that ran)."""
-    from tierlab import kernels
-    if not kernels._numba():
+    if not jit.numba_jit():
         pytest.skip("the compiled pass needs numba")
-    monkeypatch.setattr(kernels, "DRAW_BLOCK", block)
+    monkeypatch.setattr(draws, "DRAW_BLOCK", block)
     wl = HotCold(n=3000, hot=300, phases=4, grow=400, free_first=200, work=work)
     runs, fused = [], [0]
     real = getattr(owner, name)

@@ -11,9 +11,9 @@ from scipy.stats import fisher_exact
 import tierlab
 from tierlab.errors import TierlabError
 from tierlab.monitors import MONITORS
-from tierlab.kernels import window_counts
 from tierlab.monitors.idt_regions import (IdtRegions, fisher_similar_table, hamming,
-                                          history_distance, public_similar_table)
+                                          history_distance, public_similar_table,
+                                          window_counts)
 
 
 def ring(rows, nbits=64):

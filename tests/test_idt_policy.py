@@ -10,9 +10,8 @@ import pytest
 import tierlab
 from tierlab.engine import Simulation
 from tierlab.errors import TierlabError
-from tierlab.field import RateField
+from tierlab.field import RateField, range_pages
 from tierlab.policies import ALLOCS, POLICIES
-from tierlab.field import range_pages
 
 from conftest import HotCold
 from test_engine import check_invariants, small_machine

@@ -65,8 +65,8 @@ def test_helpers_of_another_module_are_bound_compiled_once(plugin_modules):
     k.fill(out)
     assert out.tolist() == [1, 3, 5, 7, 9]
     assert hasattr(k.twice_plus_one, "py_func")  # bound in the kernel's module
-    assert h.twice is jit._compiled(h.twice.py_func)  # bound in its own module, once
-    assert k.twice_plus_one is jit._compiled(k.twice_plus_one.py_func)
+    assert h.twice is jit.compiled(h.twice.py_func)  # bound in its own module, once
+    assert k.twice_plus_one is jit.compiled(k.twice_plus_one.py_func)
 
 
 def test_without_numba_a_kernel_runs_its_numpy_form(plugin_modules, monkeypatch):
@@ -120,7 +120,7 @@ def test_mulhi_and_bitcasts_compiled_and_in_python():
     """The 128-bit product's high word and the float64 <-> uint64 bitcasts, compiled
     (called from a kernel, as the PCG64 step and the fault calendar call them)."""
     import numba
-    mulhi, f2u, u2f = (jit._compiled(f) for f in (jit.mulhi, jit.f2u, jit.u2f))
+    mulhi, f2u, u2f = (jit.compiled(f) for f in (jit.mulhi, jit.f2u, jit.u2f))
 
     @numba.njit
     def both(a, b, x):

@@ -4,14 +4,23 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tierlab import kernels
-from tierlab.kernels import SMALL, argsort_stable, merge_sorted
 
 from test_engine import small_machine
+from tierlab.engine import lru, pagemap, throughput
+from tierlab.engine.lru import move_counts, set_active
+from tierlab.engine.pagemap import NodeBits, move_pages, relocate_sums
+from tierlab import field, jit, pcg64, structures
+from tierlab.monitors import draws, hint_faults, idt_regions
+from tierlab.monitors.draws import draw_accessed
+from tierlab.monitors.idt_regions import ring_bits, similar_pairs, window_counts
+from tierlab.policies import colloid, hemem, memtis, nimble
+from tierlab.policies.idt import policy as idt_policy
+from tierlab.policies.memtis import cooled_bins, memtis_cool, set_counts
+from tierlab.policies.nimble import LruLists
+from tierlab.structures import PageBits, SMALL, Scratch, argsort_stable, merge_sorted
 
 floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
 # a few distinct values make ties, the case where only a stable sort's order is right
@@ -33,14 +42,14 @@ def test_argsort_stable_is_numpys(keys):
 def test_argsort_untied_is_numpys_stable_argsort(keys):
     """The quicksort's order where no key ties, the stable sort's where some do (ties,
     NaN, both zeros), with the keys in that order."""
-    order, k = kernels.argsort_untied(keys)
+    order, k = structures.argsort_untied(keys)
     want = np.argsort(keys, kind="stable")
     np.testing.assert_array_equal(order, want)
     np.testing.assert_array_equal(k, keys[want])
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(kernels.SMALL, 3000), st.sampled_from(["uniform", "exp", "ties",
+@given(st.integers(structures.SMALL, 3000), st.sampled_from(["uniform", "exp", "ties",
                                                          "lumps", "huge", "tiny"]),
        st.integers(0, 2**31 - 1))
 def test_argsort_untied_by_buckets_is_numpys_stable_argsort(n, kind, seed):
@@ -61,7 +70,7 @@ def test_argsort_untied_by_buckets_is_numpys_stable_argsort(n, kind, seed):
     else:
         keys = 1.0 + rng.integers(0, 50, n) * np.finfo(float).eps
     keys = keys[rng.permutation(n)]
-    order, k = kernels.argsort_untied(keys)
+    order, k = structures.argsort_untied(keys)
     want = np.argsort(keys, kind="stable")
     np.testing.assert_array_equal(order, want)
     np.testing.assert_array_equal(k, keys[want])
@@ -71,7 +80,7 @@ def test_argsort_untied_by_buckets_is_numpys_stable_argsort(n, kind, seed):
 @settings(max_examples=60, deadline=None)
 @given(arrays(np.int64, st.integers(0, 2000), elements=st.integers(-5, 300)))
 def test_unique_counts_is_numpys_unique(a):
-    u, c = kernels.unique_counts(a)
+    u, c = structures.unique_counts(a)
     wu, wc = np.unique(a, return_counts=True)
     np.testing.assert_array_equal(u, wu)
     np.testing.assert_array_equal(c, wc)
@@ -83,7 +92,7 @@ def test_unique_counts_is_numpys_unique(a):
        st.integers(0, 2**31 - 1))
 def test_unique_event_counts_is_unique_and_bincount(p, seed):
     ev = np.random.default_rng(seed).integers(0, 3, p.size).astype(np.int8)
-    u, c = kernels.unique_event_counts(p, ev, 3)
+    u, c = structures.unique_event_counts(p, ev, 3)
     wu, inv = np.unique(p, return_inverse=True)
     want = np.bincount(inv * 3 + ev, minlength=3 * len(wu)).reshape(len(wu), 3)
     np.testing.assert_array_equal(u, wu)
@@ -111,11 +120,11 @@ def test_by_time_is_time_at_work_then_its_stable_sort(nb, n, seed):
     tl._tb, tl._wb, tl._n = ta, wa, nb
     want_t = tl.time_at_work(works)
     want_o = np.argsort(want_t, kind="stable")
-    got = kernels.by_time(works, ta, wa)
-    if seed % 2 and kernels._numba() and wa[-1] > wa[0]:  # works inside: distinct times
+    got = draws.by_time(works, ta, wa)
+    if seed % 2 and jit.numba_jit() and wa[-1] > wa[0]:  # works inside: distinct times
         assert got is not None
     if got is None:
-        assert not kernels._numba() or np.any(np.diff(want_t[want_o]) <= 0)
+        assert not jit.numba_jit() or np.any(np.diff(want_t[want_o]) <= 0)
         return
     order, times = got
     np.testing.assert_array_equal(order, want_o)
@@ -177,7 +186,6 @@ def test_pages_on_is_the_numpy_scan(npages, node, start, limit, use_flags, clust
     `clustered`: most 512-page blocks, and some runs across their bounds, hold none of
     the pages or few (as a DRAM node's inactive pages lie: 13-16% of the blocks hold
     one in autonuma-tiering's run at bench_scale), so that most words hold none."""
-    from tierlab.kernels import NodeBits, PageBits
     rng = np.random.default_rng(seed)
     p = rng.random(4)
     node_map = rng.choice(np.array([0, 1, 2, 255], np.uint8), npages, p=p / p.sum())
@@ -288,7 +296,6 @@ def test_similar_pairs_is_every_window_counted(valid, window, nregions, seed, ru
     """IDT's merge test in one pass with an early stop over ring buffers (any length,
     any newest position) equals counting every window of every region in time order
     (`window_counts`) and looking each pair up."""
-    from tierlab.kernels import ring_bits, similar_pairs, window_counts
     from tierlab.monitors.idt_regions import fisher_similar_table, public_similar_table
     rng = np.random.default_rng(seed)
     valid = min(valid, nbits)
@@ -341,7 +348,6 @@ def test_lru_lists_are_a_stable_sort_by_insertion(npages, ntimes, seed, dtype, r
     stably sorted by insertion index from address order, as numpy's argsort gives; the
     runs counted are the address-order stretches of the node's pages of one list and
     index."""
-    from tierlab.kernels import LruLists, Scratch
     rng = np.random.default_rng(seed)
     node_map, flags, inserted, blocks, block = _lru_pages(rng, npages, ntimes, dtype, run)
     lists = LruLists(node_map, 0, blocks, block, flags, 1, inserted, ntimes)
@@ -413,9 +419,7 @@ def test_nimble_aging_in_one_pass_is_listing_drawing_and_aging_apart(npages, nti
     (`first`), drawing their bits in list order (`draw_accessed`) and `nimble_inactive`
     give them, whatever the interleaving of indexes in address order, with one epoch's
     tables or several's."""
-    from tierlab import kernels
-    from tierlab.kernels import LruLists
-    if not kernels._numba():
+    if not jit.numba_jit():
         pytest.skip("the one pass needs numba")
     rng = np.random.default_rng(seed)
     node_map, flags, inserted, blocks, block = _lru_pages(rng, npages, ntimes, np.uint16, run)
@@ -429,18 +433,18 @@ def test_nimble_aging_in_one_pass_is_listing_drawing_and_aging_apart(npages, nti
     n_clear, n_set = int(rng.integers(0, n_in + 1)), int(rng.integers(0, n_act + 1))
     (fa, ia, ca), (fb, ib, cb) = state
     gen_a, gen_b = np.random.default_rng(seed + 1), np.random.default_rng(seed + 1)
-    old_min = kernels.RUN_MIN
-    kernels.RUN_MIN = 0  # every interleaving, however short its runs
+    old_min = nimble.RUN_MIN
+    nimble.RUN_MIN = 0  # every interleaving, however short its runs
     try:
         up, act = LruLists(node_map, 0, blocks, block, fa, 1, ia, ntimes + 1).age_inactive(
             n_clear, n_set, ca, 2, t, draws, gen_a)
     finally:
-        kernels.RUN_MIN = old_min
+        nimble.RUN_MIN = old_min
     scan, act_b = LruLists(node_map, 0, blocks, block, fb, 1, ib, ntimes + 1).first(
         n_clear, n_set)
     ref = np.zeros(scan.shape[0], bool)
-    assert kernels.draw_accessed(ref, gen_b, scan, cb, True, *draws)
-    upm = kernels.nimble_inactive(scan, ref, fb, ib, cb, t, 1, 2)
+    assert draw_accessed(ref, gen_b, scan, cb, True, *draws)
+    upm = nimble.nimble_inactive(scan, ref, fb, ib, cb, t, 1, 2)
     np.testing.assert_array_equal(up, np.sort(scan[upm]))
     np.testing.assert_array_equal(act, act_b)
     for x, y in ((fa, fb), (ia, ib), (ca, cb)):
@@ -451,15 +455,14 @@ def test_nimble_aging_in_one_pass_is_listing_drawing_and_aging_apart(npages, nti
 def test_pcg_advance_is_numpys():
     """The kernels' jump-ahead of the PCG64 state (`_pcg_advance`) against numpy's
     `advance`, from 0 to 2^40 steps."""
-    from tierlab import kernels
-    if not kernels._numba():
+    if not jit.numba_jit():
         pytest.skip("needs numba")
-    kernels._kernel("list_emit").compiled()  # binds its helpers compiled
+    advance = jit.compiled(pcg64._pcg_advance)
     for q in (0, 1, 2, 3, 7, 1000, 65537, 2**40 + 5):
         g = np.random.default_rng(2**63 + q)
         s, inc = g.bit_generator.state["state"]["state"], g.bit_generator.state["state"]["inc"]
-        hi, lo = kernels._pcg_advance(np.uint64(s >> 64), np.uint64(s & (2**64 - 1)), q,
-                                      kernels.pcg64_jump(inc))
+        hi, lo = advance(np.uint64(s >> 64), np.uint64(s & (2**64 - 1)), q,
+                         pcg64.pcg64_jump(inc))
         g.bit_generator.advance(q)
         assert (int(hi) << 64) | int(lo) == g.bit_generator.state["state"]["state"]
 
@@ -471,9 +474,9 @@ def test_numba_starts_without_scipy_linalg():
     import subprocess
     import sys
     code = ("import sys, numpy as np\n"
-            "from tierlab import kernels\n"
-            "if not kernels._numba(): sys.exit(3)\n"
-            "b = kernels.PageBits.zeros(128); b.set(np.array([5]), True)\n"
+            "from tierlab import jit, structures\n"
+            "if not jit.numba_jit(): sys.exit(3)\n"
+            "b = structures.PageBits.zeros(128); b.set(np.array([5]), True)\n"
             "assert b.get(np.array([5, 6])).tolist() == [True, False]\n"
             "assert 'scipy.linalg' not in sys.modules\n"
             "from scipy.optimize import minimize\n"
@@ -487,7 +490,6 @@ def test_numba_starts_without_scipy_linalg():
 def test_without_numba_the_guest_path_still_answers(monkeypatch):
     """The QEMU guest's Python has no numba: IDT's merge test (the one kernel the Linux
     backend runs) falls back to counting every window with numpy, same answer."""
-    import tierlab.kernels as k
     from tierlab.monitors.idt_regions import fisher_similar_table
     rng = np.random.default_rng(2)
     h = rng.integers(0, 2**63, (500, 16), dtype=np.uint64)
@@ -495,12 +497,12 @@ def test_without_numba_the_guest_path_still_answers(monkeypatch):
     h[2::3] = h[1:-1:3]  # equal neighbours merge
     h[5::9, 10] ^= np.uint64(0xFFFF)  # some apart only in an older window
     table = fisher_similar_table(16, 0.1)
-    want = k.similar_pairs(h, 7, 1024, 16, 1024, table)
+    want = idt_regions.similar_pairs(h, 7, 1024, 16, 1024, table)
     import tierlab.jit as jit
     monkeypatch.setattr(jit, "_jit", False)
-    monkeypatch.setattr(k._kernel("similar_pairs"), "_k", None)
-    assert k._kernel("similar_pairs").compiled() is k._similar_pairs_numpy
-    np.testing.assert_array_equal(k.similar_pairs(h, 7, 1024, 16, 1024, table), want)
+    monkeypatch.setattr(idt_regions._similar_pairs, "_k", None)
+    assert idt_regions._similar_pairs.compiled() is idt_regions._similar_pairs_numpy
+    np.testing.assert_array_equal(idt_regions.similar_pairs(h, 7, 1024, 16, 1024, table), want)
     assert want.any() and not want.all()
 
 
@@ -513,7 +515,7 @@ def test_sorted_find_is_searchsorted(m, n, span, seed):
     rng = np.random.default_rng(seed)
     keys = np.unique(rng.integers(0, span, m))
     q = np.unique(rng.integers(-5, span + 5, n))
-    pos, hit = kernels.sorted_find(keys, q)
+    pos, hit = structures.sorted_find(keys, q)
     want = np.searchsorted(keys, q)
     np.testing.assert_array_equal(pos, want)
     ok = want < len(keys)
@@ -521,7 +523,7 @@ def test_sorted_find_is_searchsorted(m, n, span, seed):
     want_hit[ok] = keys[want[ok]] == q[ok]
     np.testing.assert_array_equal(hit, want_hit)
     p2, h2 = np.empty_like(pos), np.empty_like(hit)
-    kernels._sorted_find_numpy(keys, q, p2, h2)
+    structures._sorted_find_numpy(keys, q, p2, h2)
     np.testing.assert_array_equal(p2, pos)
     np.testing.assert_array_equal(h2, hit)
 
@@ -531,11 +533,10 @@ def test_sorted_find_is_searchsorted(m, n, span, seed):
 def test_unique_in_order_keeps_first_occurrences(pages):
     """The engine's move requests without repeats, in the caller's order: the bitset
     pass equals unique-with-indexes, and leaves its scratch clear."""
-    import tierlab.kernels as k
     _, first = np.unique(pages, return_index=True)
-    np.testing.assert_array_equal(k.unique_in_order(pages), pages[np.sort(first)])
-    assert not k._seen.any()
-    keep, dup = k._first_seen_numpy(pages, None)
+    np.testing.assert_array_equal(structures.unique_in_order(pages), pages[np.sort(first)])
+    assert not structures._seen.any()
+    keep, dup = structures._first_seen_numpy(pages, None)
     np.testing.assert_array_equal(pages[keep], pages[np.sort(first)])
     assert dup == len(pages) - len(first)
 
@@ -547,7 +548,6 @@ def test_list_counts_adds_each_page_at_its_place(pages, seed, sign):
     """Kept LRU list counts follow pages (a repeated page counts each time): each page
     on a kept node adds sign at (its node, ACTIVE or not, its insertion index), pages
     on other nodes or none add nothing; the compiled pass and numpy's agree."""
-    import tierlab.kernels as k
     rng = np.random.default_rng(seed)
     node_map = rng.choice(np.array([0, 1, 2, 255], np.uint8), 3000)
     flags = rng.integers(0, 8, 3000).astype(np.uint8)
@@ -560,10 +560,10 @@ def test_list_counts_adds_each_page_at_its_place(pages, seed, sign):
         if d != 255 and kept[d]:
             want[d, int(flags[p] & 1 != 0), inserted[p]] += sign
     got = start.copy()
-    k.list_counts(got, kept, pages, node_map, flags, 1, inserted, sign)
+    nimble.list_counts(got, kept, pages, node_map, flags, 1, inserted, sign)
     np.testing.assert_array_equal(got, want)
     got = start.copy()
-    k._list_counts_numpy(pages, node_map, flags, np.uint8(1), inserted, got, kept, sign)
+    nimble._list_counts_numpy(pages, node_map, flags, np.uint8(1), inserted, got, kept, sign)
     np.testing.assert_array_equal(got, want)
 
 
@@ -580,7 +580,6 @@ def test_uniq_of_sorted_runs_is_np_unique(pages, runs):
 def test_cooled_bins_is_the_numpy_histogram(npages, clock, dtype, seed):
     """MEMTIS's per-page histogram in one pass equals lazy halving, get_idx by frexp and
     a bincount (the numpy form it replaced), for 4- and 8-byte counts."""
-    from tierlab.kernels import cooled_bins
     rng = np.random.default_rng(seed)
     cnt = (rng.integers(0, 2**32, npages) >> rng.integers(0, 32, npages)).astype(dtype)
     pclk = rng.integers(0, clock + 5, npages).astype(np.int32)  # some ahead: shift 0
@@ -599,7 +598,6 @@ def test_memtis_cool_is_the_numpy_passes(nh, clock, dtype, hot_thr, bp_active, t
     """MEMTIS's huge-page cooling in one pass equals the numpy passes it replaced:
     get_idx by frexp, the hot row sums, may_hot, the halving, pclk and the kept bins
     moved by two full `cooled_bins` counts."""
-    from tierlab.kernels import cooled_bins, memtis_cool
     from tierlab.policies.memtis import get_idx
     hp, nb = 8, 16
     rng = np.random.default_rng(seed)
@@ -638,7 +636,6 @@ def test_memtis_cool_is_the_numpy_passes(nh, clock, dtype, hot_thr, bp_active, t
 def test_set_counts_moves_the_kept_bins(n, clock, dtype, track, seed):
     """cnt[pages] = new with the kept bins moved page by page: the bins are
     `cooled_bins` of the whole array after the write."""
-    from tierlab.kernels import cooled_bins, set_counts
     rng = np.random.default_rng(seed)
     npages = 300
     cnt = (rng.integers(0, 2**31, npages) >> rng.integers(0, 31, npages)).astype(dtype)
@@ -672,7 +669,7 @@ def test_split_bins_is_the_chunked_numpy_histogram(nsp, clock, seed):
     bp = bp[bp < npages]
     bp = bp[node[bp] != 255]
     want = np.bincount(get_idx(halve(cnt[bp], pclk[bp], clock)), minlength=16)[:16]
-    got = kernels.split_bins(cnt, pclk, node, sp, hp, 255, clock, 62, 16)
+    got = memtis.split_bins(cnt, pclk, node, sp, hp, 255, clock, 62, 16)
     np.testing.assert_array_equal(got, want)
 
 
@@ -680,7 +677,6 @@ def test_memtis_cool_squares_at_512_subpages():
     """The squares' sum of 512-subpage rows is numpy's pairwise float sum, both where
     the integer sum is below 2^53 (summed in the pass) and where it is not (numpy's):
     rows of small, near-2^22, near-2^26 and up to 2^32 counts."""
-    from tierlab.kernels import memtis_cool
     hp, rows = 512, 24
     rng = np.random.default_rng(11)
     tops = [2**10, 2**22, 2**22 + 2**21, 2**26, 2**32 - 1, 2**20] * 4
@@ -709,7 +705,6 @@ def _move_numpy(node_map, blocks, used, pages, cur, dsts, block):
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 3000), st.integers(0, 2**32 - 1), st.booleans())
 def test_move_pages_is_the_numpy_bookkeeping(npages, seed, with_bits):
-    from tierlab.kernels import NodeBits, move_pages
     rng = np.random.default_rng(seed)
     k, block = 4, 64
     node_map = rng.integers(0, k, npages).astype(np.uint8)
@@ -738,7 +733,6 @@ def test_move_pages_is_the_numpy_bookkeeping(npages, seed, with_bits):
        st.sampled_from([None, True, False]))
 def test_set_active_is_the_numpy_flag_update(npages, seed, on, with_row, sel_val):
     from tierlab.engine.lru import ACTIVE, PROMOTE, REFERENCED
-    from tierlab.kernels import PageBits, set_active
     rng = np.random.default_rng(seed)
     k = 3
     node_map = rng.integers(0, k, npages).astype(np.uint8)
@@ -776,7 +770,6 @@ def test_set_active_is_the_numpy_flag_update(npages, seed, on, with_row, sel_val
 @given(st.integers(1, 3000), st.integers(0, 2**32 - 1), st.integers(1, 255))
 def test_relocate_sums_is_the_numpy_bincounts(npages, seed, stamp):
     from tierlab.field import RateField
-    from tierlab.kernels import relocate_sums
     rng = np.random.default_rng(seed)
     k = 4
     cuts = np.unique(rng.integers(0, npages + 1, 2 * rng.integers(1, 20)))
@@ -811,7 +804,6 @@ def test_relocate_sums_is_the_numpy_bincounts(npages, seed, stamp):
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 2000), st.integers(0, 2**32 - 1))
 def test_move_counts_is_the_numpy_bincounts(npages, seed):
-    from tierlab.kernels import move_counts
     rng = np.random.default_rng(seed)
     k = 4
     flags = rng.integers(0, 8, npages).astype(np.uint8)
@@ -832,8 +824,9 @@ def test_move_counts_is_the_numpy_bincounts(npages, seed):
 def test_runs_order_is_numpys_stable_argsort(parts, sort_parts):
     """The natural merge sort (the poll's order) on any keys, sorted runs or not."""
     keys = np.concatenate([np.sort(p) if sort_parts else p for p in parts] or [np.zeros(0)])
-    kernels._kernel("poll_faults").compiled()  # binds its helpers compiled
-    np.testing.assert_array_equal(kernels._runs_order(keys),
+    runs_order = jit.compiled(structures._runs_order) if jit.numba_jit() else \
+        structures._runs_order
+    np.testing.assert_array_equal(runs_order(keys),
                                   np.argsort(keys, kind="stable"))
 
 
@@ -864,17 +857,17 @@ def test_poll_faults_is_the_timeline_inverse_and_a_stable_sort(n, nb, seed):
     flag = np.zeros(10_000, dtype=bool)
     flag[pages] = True
     flag[rng.integers(0, 10_000, 100)] = True  # armed pages that did not fault
-    bits = kernels.PageBits(flag)
+    bits = structures.PageBits(flag)
     now = float(rng.uniform(0, t * 1.1))
-    out = kernels.poll_faults(pages, works, arm, arm_t, ta, wa, lo, now,
+    out = hint_faults.poll_faults(pages, works, arm, arm_t, ta, wa, lo, now,
                               bits.words.copy())
     if works.shape[0] == 0:
         assert out is None
         return
     times = np.minimum(np.maximum(tl.time_at_work(works), arm_t[arm]), now)
     order = np.argsort(times, kind="stable")
-    bits2 = kernels.PageBits(flag)
-    p, tt, lat = kernels._kernel("poll_faults")(pages, works, arm, arm_t, ta, wa, lo, now,
+    bits2 = structures.PageBits(flag)
+    p, tt, lat = hint_faults._poll_faults(pages, works, arm, arm_t, ta, wa, lo, now,
                                                 bits2.words)[:3]
     np.testing.assert_array_equal(p, pages[order].astype(np.int64))
     np.testing.assert_array_equal(tt, times[order])
@@ -898,20 +891,20 @@ def test_range_movable_and_fill_ranges_are_the_page_list_forms(npages, nranges, 
     s, e = s[:m], e[:m]
     order = rng.permutation(m)
     s, e = s[order], e[order]
-    assert kernels.disjoint_ranges(s, e)
+    assert pagemap.disjoint_ranges(s, e)
     dst = int(rng.integers(0, 3))
     pages = range_pages(s, e)
     cur = node[pages]
     keep = (cur != 255) & (cur != dst)
-    p, c = kernels.range_movable(node, s, e, dst)
+    p, c = pagemap.range_movable(node, s, e, dst)
     np.testing.assert_array_equal(p, pages[keep])
     np.testing.assert_array_equal(c, cur[keep])
     a, b = np.zeros(npages, np.uint8), np.zeros(npages, np.uint8)
     a[pages] = 7
-    kernels.fill_ranges(b, s, e, 7)
+    pagemap.fill_ranges(b, s, e, 7)
     np.testing.assert_array_equal(a, b)
     if m > 1:
-        assert not kernels.disjoint_ranges(np.append(s, s[0]), np.append(e, e[0]))
+        assert not pagemap.disjoint_ranges(np.append(s, s[0]), np.append(e, e[0]))
 
 
 @settings(max_examples=40, deadline=None)
@@ -929,7 +922,7 @@ def test_draw_pairs_and_slow_hits_are_the_numpy_forms(nreg, seed):
     u = g2.random((2, nreg))
     u *= (e - s).astype(float)
     out = np.minimum(u.astype(np.int64) + s, e - 1).reshape(-1)
-    np.testing.assert_array_equal(kernels.draw_pairs(g1, s, e), out)
+    np.testing.assert_array_equal(idt_regions.draw_pairs(g1, s, e), out)
     assert g1.random() == g2.random()
     node = rng.choice(np.array([0, 1, 2, 255], dtype=np.uint8), 10_300)
     acc = rng.random(nreg) < 0.5
@@ -941,7 +934,7 @@ def test_draw_pairs_and_slow_hits_are_the_numpy_forms(nreg, seed):
     dec[mid[:nreg // 2]] = rng.choice([7, 3, 200], nreg // 2)  # some awaiting decisions
     room = int(np.median(size)) if nreg else 0
     for only in (True, False):
-        got = kernels.slow_hits(acc, s, e, node, 1, by, dec, only, keys, room)
+        got = idt_policy.slow_hits(acc, s, e, node, 1, by, dec, only, keys, room)
         j = np.flatnonzero(acc & (node[mid] != 1) & (node[mid] != 255) &
                            ((by[mid] > 0) | (not only)))
         key = np.where(by[mid[j]] > 0, (by[mid[j]].astype(int) - 1) * 256 + dec[mid[j]], -1)
@@ -950,7 +943,7 @@ def test_draw_pairs_and_slow_hits_are_the_numpy_forms(nreg, seed):
                 int(over[0]) if over.size else j.size)
         np.testing.assert_array_equal(got[0], want[0])
         assert (got[1], got[2].tolist(), got[3]) == want[1:]
-        numpy_form = kernels._slow_hits_numpy(acc, s, e, node, 1, by, dec, only,
+        numpy_form = idt_policy._slow_hits_numpy(acc, s, e, node, 1, by, dec, only,
                                               np.array(keys), room)
         np.testing.assert_array_equal(numpy_form[0], want[0])
         assert (numpy_form[1], list(numpy_form[2]), numpy_form[3]) == want[1:]
@@ -967,7 +960,7 @@ def test_bisect_throughput_compiled_is_the_python_bisection(k, seed):
     cap = min([(1.0 - b[i]) / c[i] for i in range(k) if c[i] > 0], default=np.inf)
     args = (a, b, c, float(rng.uniform(1, 50)), float(rng.uniform(1, 10)),
             float(rng.uniform(1, 64)), float(cap))
-    assert kernels.bisect_throughput(*args) == kernels._bisect_throughput_py(*args)
+    assert throughput.bisect_throughput(*args) == throughput._bisect_throughput.py(*args)
 
 
 def _block_counts(node, block, nnodes=3):
@@ -991,7 +984,7 @@ def test_range_node_counts_and_pages_not_on_read_the_page_map(npages, nranges, s
     node[: int(rng.integers(0, npages))] = 0  # long runs on one node: blocks skipped
     s = rng.integers(0, npages, nranges)
     e = np.minimum(s + rng.integers(0, 2000, nranges), npages)
-    np.testing.assert_array_equal(kernels.range_node_counts(node, s, e, 3),
+    np.testing.assert_array_equal(field.range_node_counts(node, s, e, 3),
                                   range_node_counts_numpy(node, s, e, 3))
     block = 64
     blocks = _block_counts(node, block)
@@ -1003,7 +996,7 @@ def test_range_node_counts_and_pages_not_on_read_the_page_map(npages, nranges, s
         ok = (v != 255) & (v != d[i])
         want_p.append(idx[ok])
         want_r.append(np.full(int(ok.sum()), i))
-    p, r = kernels.pages_not_on(node, blocks, s.astype(np.int64), e.astype(np.int64),
+    p, r = pagemap.pages_not_on(node, blocks, s.astype(np.int64), e.astype(np.int64),
                                 d.astype(np.int64), block)
     np.testing.assert_array_equal(p, np.concatenate(want_p or [np.zeros(0, int)]))
     np.testing.assert_array_equal(r, np.concatenate(want_r or [np.zeros(0, int)]))
@@ -1028,21 +1021,21 @@ def test_pages_by_byte_is_the_stable_argsort_of_the_nodes_pages(npages, node_id,
     blocks = _block_counts(node, block)
     pages = np.flatnonzero(node == node_id)
     want = pages[np.argsort(lut[byte[pages]], kind="stable")]
-    got = kernels.pages_by_byte(node, blocks, block, node_id, byte, lut)
+    got = pagemap.pages_by_byte(node, blocks, block, node_id, byte, lut)
     np.testing.assert_array_equal(got, want)
     assert got.dtype == np.int32  # 4 bytes a page below 2^31 pages
     buf = np.full(pages.shape[0] + 3, -1, np.int32)  # reused: its prefix is the list
-    again = kernels.pages_by_byte(node, blocks, block, node_id, byte, lut, buf)
+    again = pagemap.pages_by_byte(node, blocks, block, node_id, byte, lut, buf)
     np.testing.assert_array_equal(again, want)
     assert again.base is buf and (buf[pages.shape[0]:] == -1).all()
     wide = np.full(pages.shape[0], -1, np.int64)  # another type: not written
-    np.testing.assert_array_equal(kernels.pages_by_byte(node, blocks, block, node_id, byte,
+    np.testing.assert_array_equal(pagemap.pages_by_byte(node, blocks, block, node_id, byte,
                                                         lut, wide), want)
     assert (wide == -1).all()
     if pages.shape[0]:
         blocks[pages[0] // block, node_id] += 1
         with pytest.raises(RuntimeError, match="block counts"):
-            kernels.pages_by_byte(node, blocks, block, node_id, byte, lut)
+            pagemap.pages_by_byte(node, blocks, block, node_id, byte, lut)
 
 
 @settings(max_examples=80, deadline=None)
@@ -1065,7 +1058,7 @@ def test_spend_budgets_is_the_numpy_epoch_step(n, per_page, seed):
     left = want[hit].copy()
     want[hit] = np.inf
     want -= lam
-    got_hit, got_left = kernels.spend_budgets(rate, dw, rem)
+    got_hit, got_left = draws.spend_budgets(rate, dw, rem)
     np.testing.assert_array_equal(got_hit, hit)
     np.testing.assert_array_equal(got_left, left)
     np.testing.assert_array_equal(rem, want)
@@ -1086,7 +1079,7 @@ def test_halve_at_is_hemems_lazy_cooling_written_back(n, clock, seed):
     want_r, want_w = halve(reads[hps], clk[hps], clock), halve(writes[hps], clk[hps], clock)
     wr, ww, wc = reads.copy(), writes.copy(), clk.copy()
     wr[hps], ww[hps], wc[hps] = want_r, want_w, clock
-    r, w = kernels.halve_at(reads, writes, clk, hps, clock, MAX_SHIFT)
+    r, w = hemem.halve_at(reads, writes, clk, hps, clock, MAX_SHIFT)
     np.testing.assert_array_equal(r, want_r)
     np.testing.assert_array_equal(w, want_w)
     np.testing.assert_array_equal(reads, wr)
@@ -1118,7 +1111,7 @@ def test_tier_shares_is_colloids_numpy_view(nh, clock, down, seed):
     count = (r + w).astype(float)
     wr, ww, wc = reads.copy(), writes.copy(), clk.copy()
     wr[live], ww[live], wc[live] = r, w, clock
-    shares = kernels.TierShares()
+    shares = colloid.TierShares()
     for _ in range(2):  # the kept arrays reused
         total, src, p_src, src_up, dst, p_dst = shares(
             tier, reads.copy(), writes.copy(), clk.copy(), clock, MAX_SHIFT, NONE,
@@ -1164,7 +1157,7 @@ def test_draw_below_is_the_draw_of_every_page(n, nvals, seed):
     u = rng.random(lam.shape[0])
     want = u < -np.expm1(lam)
     got = np.zeros(lam.shape[0], bool)
-    kernels.draw_below(u, lam.copy(), got)
+    draws.draw_below(u, lam.copy(), got)
     np.testing.assert_array_equal(got, want)
 
 
@@ -1186,7 +1179,7 @@ def test_draw_below_decides_at_its_edges_as_expm1(n, seed):
     lam = np.broadcast_to(-m, u.shape).T.ravel()  # runs of 40
     u = np.clip(u.T.ravel(), 0.0, np.nextafter(1.0, 0))
     got = np.zeros(u.shape[0], bool)
-    kernels.draw_below(u, lam.copy(), got)
+    draws.draw_below(u, lam.copy(), got)
     np.testing.assert_array_equal(got, u < -np.array([math.expm1(x) for x in lam]))
 
 
@@ -1213,7 +1206,7 @@ def test_sub_expected_is_the_searchsorted_form(n, order, use_max, seed):
     which = rng.integers(0, 4, n)
     w_tab, w_a, whi = rng.random(4) * 10, float(rng.random() * 10), float(rng.random() * 20)
     got = np.empty(n)
-    kernels.sub_expected(got, pages, which, False, w_tab, t.starts, t.rate["all"], t.E,
+    draws.sub_expected(got, pages, which, False, w_tab, t.starts, t.rate["all"], t.E,
                          w_a, use_max, whi, init=True)
     row = np.searchsorted(t.starts, pages, side="right")
     r = t.rate["all"][row] * np.where(pages < t.E[row], 1.0, 0.0)
@@ -1243,13 +1236,13 @@ def test_sub_expected_eps_is_one_pass_per_epoch(n, ne, by_page, seed):
     w_a, use_max, whi = rng.random(ne) * 10, rng.random(ne) < 0.5, rng.random(ne) * 20
     want = np.empty(n)
     for k, t in enumerate(tabs):
-        kernels.sub_expected(want, pages, which, by_page, w_tab, t.starts, t.rate["all"],
+        draws.sub_expected(want, pages, which, by_page, w_tab, t.starts, t.rate["all"],
                              t.E, w_a[k], bool(use_max[k]), whi[k], init=k == 0)
     cat = (np.concatenate([t.starts for t in tabs]),
            np.cumsum([0] + [t.starts.shape[0] for t in tabs]).astype(np.int64),
            np.concatenate([t.rate["all"] for t in tabs]), np.concatenate([t.E for t in tabs]))
     got = np.empty(n)
-    kernels.sub_expected_eps(got, pages, which, by_page, w_tab, cat, w_a, use_max, whi)
+    draws.sub_expected_eps(got, pages, which, by_page, w_tab, cat, w_a, use_max, whi)
     np.testing.assert_array_equal(got, want)
 
 
@@ -1266,7 +1259,7 @@ def test_fault_calendar_hands_out_every_entry_once_by_bucket(nb, bsz, seed, size
     buckets span many keys."""
     rng = np.random.default_rng(seed)
     npages = sum(sizes) + 1
-    cal = kernels.FaultCalendar(npages, np.int32, nb, bsz)  # window [0, 1)
+    cal = structures.FaultCalendar(npages, np.int32, nb, bsz)  # window [0, 1)
     nblocks = cal.nfree[0]
     out_w, out_p = [], []
     next_page = 0
@@ -1329,7 +1322,7 @@ def test_page_bits_get_and_any_are_numpys(seed, n, a, b):
     array it packs answers, across word boundaries and partial words."""
     rng = np.random.default_rng(seed)
     on = rng.random(n) < rng.choice([0.0, 0.01, 0.3])
-    bits = kernels.PageBits(on)
+    bits = structures.PageBits(on)
     pages = rng.integers(0, n, 50)
     np.testing.assert_array_equal(bits.get(pages), on[pages])
     start, end = min(a, b, n), min(max(a, b), n)
@@ -1351,7 +1344,7 @@ def test_page_map_is_a_dict(seed, pdt, span):
     empty at the end). A narrow span of pages crowds the probe runs, which then wrap
     past the table's end."""
     rng = np.random.default_rng(seed)
-    pm = kernels.PageMap(pdt, np.int64, 4)
+    pm = structures.PageMap(pdt, np.int64, 4)
     ref: dict = {}
     for _ in range(12):
         cand = np.unique(rng.integers(0, span, int(rng.integers(0, 60))))
@@ -1385,7 +1378,7 @@ def test_fault_calendar_keeps_works_bit_for_bit_through_a_grown_pool():
     come back bit for bit; when the pool grows (`_reserve`), the blocks in use keep
     their entries and every block returns to the free stack."""
     rng = np.random.default_rng(7)
-    cal = kernels.FaultCalendar(900, np.int32, 1024, 8)
+    cal = structures.FaultCalendar(900, np.int32, 1024, 8)
     cal.roll(1e3)  # a window [1e3, 1.6e4) whose buckets meet at most two keys each
     assert cal._tight
     budget = rng.exponential(size=900) * rng.choice([1e-300, 1.0, 1e3, 1e5, 1e300], 900)
@@ -1414,7 +1407,7 @@ def test_fault_calendar_widens_arm_indexes_past_two_bytes():
     entries in place, and every entry comes back with its arm index, before and after
     (the narrow store would keep an index mod 65536)."""
     rng = np.random.default_rng(5)
-    cal = kernels.FaultCalendar(600, np.int32, 4, 8)
+    cal = structures.FaultCalendar(600, np.int32, 4, 8)
     assert cal.pa.dtype == np.uint16
     pages = np.arange(300, dtype=np.int32)
     arms = rng.integers(0, 65536, 300).astype(np.uint32)
@@ -1450,9 +1443,9 @@ def test_scan_arm_is_the_numpy_scan_step(seed, a, b):
     seg = node[start:end]
     want = np.flatnonzero(~skip[seg] & ~flag[start:end]) + start
     walked = int(np.count_nonzero(seg != 255))
-    f2 = kernels.PageBits(flag)
+    f2 = structures.PageBits(flag)
     out = np.empty(n, np.int32)
-    w, k = kernels.scan_arm(node, start, end, skip, f2.words, 255, out)
+    w, k = hint_faults.scan_arm(node, start, end, skip, f2.words, 255, out)
     assert w == walked and k == want.shape[0]
     np.testing.assert_array_equal(out[:k], want)
     flag[want] = True
@@ -1466,7 +1459,6 @@ def test_lru_mark_is_is_active_then_mark_accessed(seed, k):
     referenced ones activated and the rest made referenced, as the marks one page
     after another and then `set_active` of the listed pages make them: flags, counts
     and ACTIVE bitmap, with pages listed more than once and pages not allocated."""
-    from tierlab.kernels import PageBits
     rng = np.random.default_rng(seed)
     flags = rng.integers(0, 8, 300).astype(np.uint8)
     node_map = rng.choice(np.array([0, 1, 2, 255], np.uint8), 300)
@@ -1489,7 +1481,7 @@ def test_lru_mark_is_is_active_then_mark_accessed(seed, k):
     bits_want.set(sel, True)
     nr = np.zeros(4, np.int64)
     bits = PageBits((flags & 1) != 0)
-    act = kernels.lru_mark(flags, pages, 1, 2, node_map, nr, bits.words)
+    act = lru.lru_mark(flags, pages, 1, 2, node_map, nr, bits.words)
     np.testing.assert_array_equal(act, np.array(act_want, bool))
     np.testing.assert_array_equal(flags, want)
     np.testing.assert_array_equal(nr, nr_want)

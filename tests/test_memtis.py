@@ -15,7 +15,8 @@ from tierlab.errors import TierlabError
 from tierlab.field import RateField
 from tierlab.policies import ALLOCS, POLICIES
 from tierlab.policies.hemem import HP
-from tierlab.policies.memtis import LOAD_PERIODS, STORE_PERIODS, get_idx, get_skew_idx
+from tierlab.policies.memtis import (LOAD_PERIODS, STORE_PERIODS, cooled_bins, get_idx,
+                                     get_skew_idx)
 from tierlab.workloads.base import Change, Workload, ranges
 
 from conftest import HotCold
@@ -282,7 +283,7 @@ def test_split_pages_by_chunks_are_the_whole_maps(monkeypatch):
     of two huge pages a run that splits is the same, record for record, as with one
     chunk; and the units a caller keeps are exactly those of all units its filter
     passes, in the same order."""
-    from tierlab.policies import memtis as m
+    from tierlab.policies.memtis import policy as m
     whole = _scattered_run()
     monkeypatch.setattr(m, "_CHUNK", 2 * HP)
     seen = {"base": 0}
@@ -370,7 +371,6 @@ def test_kept_bins_equal_a_full_count_at_every_use(monkeypatch):
     """The per-page bins kept through every write of cnt and pclk (samples, lazy
     cooling, first touches, frees, splits) equal a full pass over the page map each time
     `histograms` reads them; clock ticks drop them (recounted)."""
-    from tierlab.kernels import cooled_bins
     from tierlab.policies import memtis as m
     seen = {"kept": 0}
     orig = m.Memtis.histograms

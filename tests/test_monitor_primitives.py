@@ -7,12 +7,13 @@ import time
 import numpy as np
 import pytest
 
-from tierlab import kernels
 from tierlab.engine.timeline import Timeline
 from tierlab.field import RateField
-from tierlab.monitors import source as source_mod
-from tierlab.monitors import (LEVEL_SPAN, PTE_CHECK_SECONDS, AccessedBits, ExactSource,
-                              HintFaults, PebsSampler, RateSource, poisson_events)
+from tierlab.monitors import (AccessedBits, ExactSource, HintFaults, LEVEL_SPAN,
+                              PTE_CHECK_SECONDS, PebsSampler, RateSource, draws,
+                              poisson_events, source as source_mod)
+from tierlab import jit, pcg64
+from tierlab.structures import merge_sorted
 
 Z_MAX = 4.5
 
@@ -375,11 +376,11 @@ def test_since_table_is_test_since(horizon, chunk, ordered, monkeypatch):
     across a field change, a stall, the look-back clamp and chunk boundaries, with
     pages in random order or in runs of addresses (the kernels keep a page's field row
     while the next page stays in it). "fused": the compiled pass that draws the stream
-    itself (`kernels.draw_accessed`), in blocks of 7 pages; otherwise by chunks."""
+    itself (`draws.draw_accessed`), in blocks of 7 pages; otherwise by chunks."""
     if chunk == "fused":
-        if not kernels._numba():
+        if not jit.numba_jit():
             pytest.skip("the fused pass needs numba")
-        monkeypatch.setattr(kernels, "DRAW_BLOCK", 7)
+        monkeypatch.setattr(draws, "DRAW_BLOCK", 7)
     else:
         monkeypatch.setattr(source_mod, "draw_accessed", lambda *a, **k: False)
         monkeypatch.setattr(RateSource, "TABLE_CHUNK", chunk)
@@ -414,7 +415,6 @@ def test_fault_batches_are_a_stable_sort(ties):
     """Scheduled hint faults sort each batch by fault work, equal works in input order
     (the stable sort's order), and merge two batches into what sorting their
     concatenation stably gives (issue 18: the compiled sort and merge)."""
-    from tierlab.kernels import merge_sorted
     from tierlab.monitors.hint_faults import _sorted_batch
     rng = np.random.default_rng(5)
     wf = rng.random(5000) * 1e9
@@ -515,13 +515,13 @@ def test_level_lookup_takes_the_newest_record_of_each_key(seed):
 @pytest.mark.parametrize("blocks", [1, 7, 1024])
 def test_fused_draws_are_the_chunked_ones_and_leave_the_same_stream(half, blocks,
                                                                     monkeypatch):
-    """`kernels.draw_accessed` draws numpy's PCG64 stream in the kernel: the same bits
+    """`draws.draw_accessed` draws numpy's PCG64 stream in the kernel: the same bits
     as `rng.random` with `draw_below` by chunks, and the generator left exactly where
     they leave it (its state, and half of a 32-bit draw it may hold), so every draw
     after is the same too."""
-    if not kernels._numba():
+    if not jit.numba_jit():
         pytest.skip("the fused pass needs numba")
-    monkeypatch.setattr(kernels, "DRAW_BLOCK", blocks)
+    monkeypatch.setattr(draws, "DRAW_BLOCK", blocks)
     table = np.array([0.0, 0.5, 1.0, 2.5])
     runs = []
     for fused in (True, False):
@@ -550,15 +550,15 @@ def test_pcg64_fill_is_numpys_random(m):
     """The kernels' PCG64 (`_pcg64_fill`: four states stepped from one), compiled,
     against numpy's `Generator.random`: a million draws, and fewer than one group of
     four, and the state it leaves."""
-    if not kernels._numba():
+    if not jit.numba_jit():
         pytest.skip("needs numba")
-    kernels._kernel("draw_accessed").compiled()  # binds its helpers compiled
+    fill = jit.compiled(pcg64._pcg64_fill)
     g = np.random.default_rng(2**63 + 12345)
     g.random(3)
     s, inc = g.bit_generator.state["state"]["state"], g.bit_generator.state["state"]["inc"]
     st = np.array([s >> 64, s & ((1 << 64) - 1)], np.uint64)
     u = np.full(m + 1, -1.0)
-    kernels._pcg64_fill(st, kernels.pcg64_jump(inc), u, m)
+    fill(st, pcg64.pcg64_jump(inc), u, m)
     np.testing.assert_array_equal(u[:m], g.random(m))
     assert u[m] == -1.0
     assert (int(st[0]) << 64) | int(st[1]) == g.bit_generator.state["state"]["state"]

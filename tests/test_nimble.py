@@ -9,12 +9,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tierlab import api
+from tierlab import api, jit
 from tierlab.engine import Simulation
 from tierlab.engine.lru import ACTIVE, REFERENCED
 from tierlab.errors import TierlabError
 from tierlab.policies import ALLOCS, POLICIES
-from tierlab.policies.nimble import Nimble
+from tierlab.policies.nimble import LruLists, Nimble
 
 from conftest import HotCold
 from test_engine import check_invariants, simulate, small_machine
@@ -137,7 +137,6 @@ def test_aging_in_one_pass_is_the_same_run(machine, workload, period, scale, mon
     lists' runs are long) and listing, drawing and aging the pages apart give the same
     run, field by field: on two and four tiers, and on a recorded trace (where short
     runs send some passes the other way)."""
-    from tierlab import kernels
     calls = {"one": 0, "apart": 0}
     orig = Nimble._age_inactive
 
@@ -156,7 +155,7 @@ def test_aging_in_one_pass_is_the_same_run(machine, workload, period, scale, mon
         recs.append(rec)
     assert recs[0] == recs[1]
     assert recs[0]["policy_stats"]["passes"] >= 3
-    if kernels._numba():
+    if jit.numba_jit():
         assert calls["one"] > 0
 
 
@@ -170,7 +169,6 @@ def test_decisions_share_the_lists_until_a_page_moves(machine, workload, period,
     counts kept since it was counted (`Nimble._lists`) and the first call the aged
     active list: the same run, field by field, as counting the lists afresh at every
     use with the aged lists for the first call only, with fewer counts or listings."""
-    from tierlab.kernels import LruLists
     orig_decide, orig_counted, orig_list = Nimble._decide, Nimble._counted, LruLists.list
     work = [0]
 

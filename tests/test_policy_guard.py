@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 import tierlab.policies
-from tierlab.engine.engine import PolicyView, Simulation, TrueRatesError
+from tierlab.engine.engine import Simulation
+from tierlab.interface import PolicyView, TrueRatesError
 from tierlab.monitors.base import Monitor, backend_of
 from tierlab.monitors.pebs import Pebs
 from tierlab.monitors.source import RateSource

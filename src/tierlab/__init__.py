@@ -1,4 +1,3 @@
 """tierlab: tiered main memory placement — simulate, compare, run for real."""
-__version__ = "0.1.0"
-
-from .api import compare, run, simulation  # noqa: F401,E402
+from .api import compare, run, simulation  # noqa: F401
+from .provenance import __version__  # noqa: F401

@@ -14,11 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-from rich.console import Console
 from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
 from . import api
+from .console import err, out
 from .errors import TierlabError, write_error
 from .params import argtype, parse_number
 
@@ -27,9 +27,6 @@ names take parameters:  gups:hotset,hot=4GiB,size=64GiB   masim:PATH   trace:PAT
 machines can be TOML files (see docs/machines.md); `tierlab list ...` shows the names.
 """
 
-err = Console(stderr=True)
-# piped or logged output gets wide tables instead of 80-column wrapping
-out = Console(width=None if sys.stdout is not None and sys.stdout.isatty() else 170)
 
 
 #: `reproduce --help`: each reproduction's runs per seed at its default scale, and the
@@ -147,7 +144,7 @@ class _Version(argparse.Action):
     file of the package), not at every start."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from . import __version__
+        from .provenance import __version__
         from .provenance import source_digest
         parser.exit(0, f"tierlab {__version__} (source {source_digest()})\n")
 

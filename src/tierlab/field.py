@@ -9,6 +9,7 @@ totals (upper page-table entries, regions) in O(log segments).
 from __future__ import annotations
 
 import numpy as np
+from .jit import kernel
 
 
 def uniq(a, counts: bool = False, runs: bool = False):
@@ -65,14 +66,6 @@ def gather_ranges(starts, ends, batch: int | None = None):
             yield i, j, range_pages(starts[i:j], starts[i:j] + part), \
                 np.repeat(np.arange(j - i, dtype=np.int64), part)
         i = j
-
-
-def range_node_counts(node: np.ndarray, starts, ends, nnodes: int) -> np.ndarray:
-    """Pages of each range [starts[i], ends[i]) of a per-page node map on each node
-    0..nnodes-1 and (last column) unallocated (node >= nnodes): one compiled pass
-    (`kernels.range_node_counts`), or without numba `range_node_counts_numpy`."""
-    from . import kernels
-    return kernels.range_node_counts(node, starts, ends, nnodes)
 
 
 def range_node_counts_numpy(node: np.ndarray, starts, ends, nnodes: int,
@@ -262,3 +255,26 @@ class RateField:
         each segment (nsegments x nnodes), e.g. `Memory.range_counts(starts, ends)`."""
         counts = counts.astype(np.float64)
         return self.read @ counts, self.write @ counts
+
+
+# -- compiled kernels (tierlab.jit) --------------------------------------------
+def _range_node_counts_numpy(node_map, starts, ends, nnodes):
+    return range_node_counts_numpy(node_map, starts, ends, nnodes)
+
+
+@kernel(numpy=_range_node_counts_numpy)
+def _range_node_counts(node_map, starts, ends, nnodes):
+    # pages of each range on each node, last column unallocated (node >= nnodes)
+    out = np.zeros((starts.shape[0], nnodes + 1), np.int64)
+    for i in range(starts.shape[0]):
+        for p in range(starts[i], ends[i]):
+            out[i, min(np.int64(node_map[p]), nnodes)] += 1
+    return out
+
+
+def range_node_counts(node_map, starts, ends, nnodes: int) -> np.ndarray:
+    """Pages of each range [starts[i], ends[i]) of a per-page node map on each node
+    0..nnodes-1 and (last column) unallocated (node >= nnodes): one compiled pass, or
+    without numba `range_node_counts_numpy` (batched bincounts)."""
+    return _range_node_counts(node_map, np.asarray(starts, dtype=np.int64),
+                              np.asarray(ends, dtype=np.int64), int(nnodes))

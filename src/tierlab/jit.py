@@ -119,8 +119,9 @@ def helper(fn=None, *, inline: bool = False, compiled=None):
     return mark(fn) if fn is not None else mark
 
 
-def _compiled(fn):
-    """The compiled form of helper fn (once per helper, whichever module asks)."""
+def compiled(fn):
+    """The compiled form of helper fn (once per helper, whichever module asks; a test
+    calls a helper compiled through it)."""
     got = _bound.get(id(fn))
     if got is None:
         inline, factory = getattr(fn, _MARK)
@@ -145,7 +146,7 @@ def _bind(fn) -> None:
         obj = g.get(name)
         # a helper's Python source (a compiled one carries the mark too, and py_func)
         if hasattr(obj, _MARK) and not hasattr(obj, "py_func"):
-            g[name] = _compiled(obj)
+            g[name] = compiled(obj)
 
 
 class Kernel:

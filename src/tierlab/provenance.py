@@ -9,7 +9,9 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
-from . import __version__
+#: tierlab's version (pyproject.toml's, which workers read from the installed package)
+__version__ = "0.1.0"
+
 
 PACKAGE = Path(__file__).resolve().parent
 

@@ -1,7 +1,7 @@
 """Where a sweep's runs execute and where they go as they finish (issue 20; issue 19,
 "Results lost" and "Interrupts"; docs/cluster.md).
 
-A `Sweep` runs lists of `api.Job` on local processes (`jobs`) or as tasks on Dask's
+A `Sweep` runs lists of `runs.Job` on local processes (`jobs`) or as tasks on Dask's
 `distributed` scheduler (`cluster`: "tcp://host:8786", "local:N" for a LocalCluster of
 N one-thread workers, or a `distributed.Client`). Every finished run is appended to
 DIR/results.jsonl (the record plus its `run_key`: the job's full spec, the digests of
@@ -33,10 +33,10 @@ from pathlib import Path
 from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
-from . import __version__
-from .provenance import source_digest
+from .provenance import __version__, source_digest
 from .errors import TierlabError, write_error
 from .registry import Spec
+from .runs import Job, _run_job
 
 JSONL = "results.jsonl"
 #: the Dask resource every tierlab task asks for; a worker offers it only if it runs this
@@ -161,7 +161,6 @@ def _sha256(path: str) -> str:
 
 def _run_local(job) -> tuple[dict, str]:
     """One run in a local worker process: (record, worker label)."""
-    from .api import _run_job
     return _run_job(job), f"pid {os.getpid()}"
 
 
@@ -193,7 +192,6 @@ def _run_on_worker(job, inputs: dict, version: str) -> tuple[dict, str]:
     local directory and the specs point there. The record keeps the specs as given."""
     from distributed import get_worker
     from dataclasses import replace
-    from .api import _run_job
     if version != __version__:
         raise TierlabError(f"worker has tierlab {__version__}, the sweep {version}")
     w = get_worker()
@@ -227,9 +225,9 @@ def _version_gate(version: str):
             self.version = version
 
         async def setup(self, worker):
-            try:
-                import tierlab
-                have = tierlab.__version__
+            import importlib
+            try:  # the tierlab this worker imports (not this module's: it may have none)
+                have = importlib.import_module("tierlab").__version__
             except ImportError:
                 have = None
             if have == self.version:
@@ -307,7 +305,7 @@ class _Board:
 
 
 class Sweep:
-    """Runs api.Job lists on local processes or a Dask cluster, streaming finished runs
+    """Runs runs.Job lists on local processes or a Dask cluster, streaming finished runs
     to `out`/results.jsonl and, with `resume`, skipping those already there."""
 
     def __init__(self, out=None, resume: bool = False, cluster=None,
@@ -463,9 +461,9 @@ class Sweep:
         """Say, one line each, which new workers are refused (another tierlab version, or
         none); return how many workers are accepted so far."""
         def version():  # nested: pickled by value, so a worker without tierlab answers
+            import importlib
             try:
-                import tierlab
-                return tierlab.__version__
+                return importlib.import_module("tierlab").__version__
             except ImportError:
                 return None
 
@@ -728,7 +726,6 @@ class Sweep:
     def report(self, job, rec) -> None:
         """Count a run finished outside the sweep (a reproduction's telemetry runs);
         runs of the sweep are counted already."""
-        from .api import Job
         if not isinstance(job, Job):
             self.board.finished(job, rec, "", external=True)
 

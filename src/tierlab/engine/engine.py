@@ -16,14 +16,13 @@ from __future__ import annotations
 import heapq
 import math
 import time
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import kernels
 from ..errors import TierlabError
-from ..field import RateField, range_pages
+from ..interface import UNALLOC, PolicyBackend, PolicyView
+from ..field import RateField
 from ..machines import Machine
 from ..monitors import AccessedBits, RateSource
 from ..policies.alloc import AllocPolicy
@@ -32,15 +31,12 @@ from ..units import PAGE
 from ..workloads.base import Workload
 from .dram_cache import DramCache
 from .lru import ACTIVE, LRU
-from .memory import UNALLOC, Memory
+from .memory import Memory
 from .shadow import ShadowCopies
 from .throughput import loaded_factor, solve_throughput
 from .timeline import Timeline
-
-
-def _unique_in_order(pages: np.ndarray) -> np.ndarray:
-    """Drop repeated pages, keeping the first occurrence (callers list by priority)."""
-    return kernels.unique_in_order(pages)
+from .pagemap import disjoint_ranges, range_movable, relocate_sums
+from ..structures import unique_in_order
 
 
 MOVERS = ("linux", "nimble")
@@ -79,138 +75,6 @@ class Stats:
     app_stall_seconds: float = 0.0
     reclaim_pages: int = 0
     by_reason: dict = field(default_factory=dict)
-
-
-class PolicyBackend:
-    """What both backends give policies alike (this engine's `Simulation` and the Linux
-    backend's `linux.backend.LinuxSim`), from their `machine`, `mem`, `seed`, `scale`
-    and `migrate`."""
-
-    @property
-    def nnodes(self) -> int:
-        return self.machine.nnodes
-
-    def scaled_bytes(self, nbytes: float) -> float:
-        """A byte quantity of a mechanism (scan size, quota, MB/s limit) in this run's
-        miniature: nbytes x scale."""
-        return nbytes * self.scale
-
-    def free(self, node: int) -> int:
-        return int(self.mem.free[node])
-
-    def capacity(self, node: int) -> int:
-        return int(self.mem.capacity[node])
-
-    def node_of(self, pages) -> np.ndarray:
-        """Node of each page (255 = not allocated)."""
-        return self.mem.node[np.asarray(pages, dtype=np.int64)]
-
-    def rng_for(self, name: str) -> np.random.Generator:
-        """An independent random stream per component, fixed by the run's seed."""
-        return np.random.default_rng([self.seed, zlib.crc32(name.encode())])
-
-    def migrate_range(self, start: int, end: int, dst: int, sync: bool = False,
-                      reason: str = "") -> int:
-        """Migrate the allocated pages of [start, end) (a region) to `dst`."""
-        return self.migrate_ranges([start], [end], dst, sync, reason)
-
-    def migrate_ranges(self, starts, ends, dst: int, sync: bool = False,
-                       reason: str = "") -> int:
-        """Migrate the allocated pages of regions [starts[i], ends[i]), region by region
-        in the given order, to `dst`: `migrate(range_pages(starts, ends), ...)`."""
-        return self.migrate(range_pages(starts, ends), dst, sync, reason)
-
-
-class TrueRatesError(RuntimeError):
-    """A policy reached for the workload's truth (DESIGN.md, "Monitor": a policy never
-    reads the workload's true rates; only the oracle declares `uses_true_rates`)."""
-
-
-class PolicyView:
-    """What a placement or allocation policy gets instead of the `Simulation`: the
-    backend interface of DESIGN.md ("time, nodes and their free space, monitors,
-    migrate, schedule"), forwarded to the simulation, and nothing that holds the
-    workload's truth.
-
-    Why a view and not checks on the `Simulation`: the engine and the monitors must keep
-    reading the truth (monitors model the hardware: accessed bits, PEBS, hint faults,
-    all drawn from `sim.source`), and they are handed the same object the policy holds
-    (`self.monitor.attach(sim)` inside `Policy.attach`). A check on `Simulation` would
-    have to guess who is asking (stack inspection: slow and fragile); a separate object
-    says it by construction, costs one `__getattr__` per policy access (per timer
-    tick, not per page) and needs no change in any policy that stays within the
-    interface. Monitors get the simulation back from the view (`monitors.base.
-    backend_of`: `Monitor.attach` and every subclass's `attach` unwrap it), and so do
-    other hardware models that live beside their policy (`tiering08.NumaScanner`).
-
-    - `FORWARDED`: the interface, read through to the simulation (so `now`, `work`,
-      the versions are always current); methods are the simulation's bound methods.
-    - `TRUTH` (`timeline`, `source`, `workload`, `true_field`, and `teleport`, a
-      free placement only an upper bound may use): `TrueRatesError` unless the policy
-      declares `uses_true_rates` (the oracle). The application's thread count, the one
-      fact policies took from the workload, is `app_threads`.
-    - anything else: AttributeError naming the interface (so `getattr(sim, "real",
-      False)` and the like still work: the simulator is not the real backend).
-    The view is read-only. It is a guard against a policy reading the truth by
-    mistake, not a sandbox: Python cannot stop deliberate digging (`sim.lru.sim`, a
-    monitor's `sim`); tests/test_policy_guard.py also catches such reads from policy
-    code in every registered policy. The Linux backend (`linux.backend.LinuxSim`) has
-    no truth to hide and is handed to policies directly.
-    """
-
-    FORWARDED = frozenset((
-        # state
-        "now", "work", "machine", "mem", "seed", "scale", "threads", "app_threads",
-        "nnodes", "monitors", "stats", "field_version", "alloc_version",
-        # mechanisms the kernel gives a tiering policy: LRU lists, PTE accessed bits,
-        # the physical frames of a DRAM cache (memory mode)
-        "lru", "bits", "cache",
-        # actions and scheduling
-        "free", "capacity", "node_of", "rng_for", "scaled_bytes", "migrate",
-        "tier_counters", "migrate_tpm", "shadow_frames",
-        "migrate_range", "migrate_ranges", "exchange", "reclaim", "every", "charge_cpu", "stall",
-        # allocation policies place first touches with it
-        "_place_upto",
-        # the Linux backend's (absent here: AttributeError, as getattr expects)
-        "real", "kernel", "note",
-    ))
-    TRUTH = frozenset(("timeline", "source", "workload", "true_field", "teleport",
-                       "predict"))
-
-    __slots__ = ("_guarded_backend", "_trusted", "_owner")
-
-    def __init__(self, backend, owner=None, trusted: bool = False):
-        object.__setattr__(self, "_guarded_backend", backend)
-        object.__setattr__(self, "_trusted", bool(trusted))
-        name = getattr(owner, "registered_name", None) or type(owner).__name__
-        object.__setattr__(self, "_owner", name if owner is not None else "policy")
-
-    def __getattr__(self, name: str):
-        if name in PolicyView.__slots__ or name.startswith("__"):
-            raise AttributeError(name)  # an unset slot (copy, pickle): no recursion
-        if name in PolicyView.FORWARDED or (self._trusted and name in PolicyView.TRUTH):
-            return getattr(self._guarded_backend, name)
-        if name in PolicyView.TRUTH:
-            hint = {"workload": "; the application's thread count is sim.app_threads",
-                    "teleport": "; move pages with sim.migrate or sim.exchange"}
-            raise TrueRatesError(
-                f"{self._owner} read sim.{name}: a policy sees monitor observations "
-                f"only, never the workload's true rates (only a policy declaring "
-                f"uses_true_rates = True, the oracle, may); observe accesses through a "
-                f"monitor (tierlab.monitors){hint.get(name, '')}")
-        raise AttributeError(
-            f"sim.{name} is not part of the backend interface policies see; it has: "
-            f"{', '.join(sorted(PolicyView.FORWARDED))}")
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"the policy's view of the simulation is read-only "
-                             f"(sim.{name} = ...)")
-
-    def __dir__(self):
-        return sorted(PolicyView.FORWARDED | (PolicyView.TRUTH if self._trusted else set()))
-
-    def __repr__(self) -> str:
-        return f"<PolicyView of {self._guarded_backend!r} for {self._owner}>"
 
 
 class Simulation(PolicyBackend):
@@ -359,14 +223,14 @@ class Simulation(PolicyBackend):
     def migrate_ranges(self, starts, ends, dst: int, sync: bool = False,
                        reason: str = "") -> int:
         """`migrate(range_pages(starts, ends), ...)`; for disjoint regions (IDT's) the
-        movable pages are found in one pass over the regions (`kernels.range_movable`)
+        movable pages are found in one pass over the regions (`pagemap.range_movable`)
         instead of listing every page, deduplicating and filtering the list."""
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
-        if not kernels.disjoint_ranges(starts, ends):
+        if not disjoint_ranges(starts, ends):
             return super().migrate_ranges(starts, ends, dst, sync, reason)
         if self.shadows is not None:
-            pages, cur = kernels.range_movable(self.mem.node, starts, ends, dst)
+            pages, cur = range_movable(self.mem.node, starts, ends, dst)
             return self._migrate_movable(pages, cur, dst, sync, reason)
         room = int(self.mem.free[dst] - self.mem.wmark_min[dst])
         if room <= 0:
@@ -398,7 +262,7 @@ class Simulation(PolicyBackend):
     def _movable(self, pages, dst: int):
         """The pages of a move request that can move (allocated, not on `dst`, each
         once, in the caller's order) and their nodes."""
-        pages = _unique_in_order(np.asarray(pages, dtype=np.int64))
+        pages = unique_in_order(np.asarray(pages, dtype=np.int64))
         cur = self.mem.node[pages]
         keep = (cur != UNALLOC) & (cur != dst)
         return pages[keep], cur[keep]
@@ -489,7 +353,7 @@ class Simulation(PolicyBackend):
         ok = (na != UNALLOC) & (nb != UNALLOC) & (na != nb)
         a, b, na, nb = a[ok], b[ok], na[ok], nb[ok]
         both = np.concatenate((a, b))
-        if len(_unique_in_order(both)) != len(both):
+        if len(unique_in_order(both)) != len(both):
             raise ValueError("exchange: a page is listed twice")
         if len(a) == 0:
             return 0
@@ -504,7 +368,7 @@ class Simulation(PolicyBackend):
         moves are counted as promotions/demotions but not as migrated bytes."""
         pages = np.asarray(pages, dtype=np.int64)
         dsts = np.asarray(dsts, dtype=np.uint8)
-        if len(_unique_in_order(pages)) != len(pages):
+        if len(unique_in_order(pages)) != len(pages):
             raise ValueError("teleport: a page is listed twice")
         cur = self.mem.node[pages]
         keep = (cur != UNALLOC) & (cur != dsts)
@@ -557,13 +421,13 @@ class Simulation(PolicyBackend):
         counts, per-node rates, promotion/demotion/ping-pong counts, copy traffic."""
         self.mem.move(pages, cur, dsts)
         self.lru.on_moves(pages, cur, dsts)
-        sums, counts, npro, pingpong = kernels.relocate_sums(
+        sums, counts, npro, pingpong = relocate_sums(
             pages, cur, dsts, self.timeline.field, self._rank, self._epoch, self._stamp())
         self._account(len(pages), sums, counts, npro, pingpong, reason, copy)
 
     def _account(self, n, sums, counts, npro, pingpong, reason, copy) -> None:
         """A move's per-node rates, promotion/demotion/ping-pong counts and traffic from
-        `kernels.relocate_sums` (or `relocate_ranges`)."""
+        `pagemap.relocate_sums` (or `relocate_ranges`)."""
         k = self.machine.nnodes
         self._reads += sums[0, :k] - sums[1, :k]
         self._writes += sums[2, :k] - sums[3, :k]

@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import kernels
 from ..field import gather_ranges, range_node_counts
+from ..interface import UNALLOC, watermark_pages
 from ..machines import Machine
+from .pagemap import NodeBits, move_pages, pages_by_byte, pages_not_on, relocate_ranges
 
-UNALLOC = 255
 #: pages per block of the per-block node counts (`Memory.blocks`): one 2 MiB huge page
 #: of 4 KiB pages, so policies that keep per-huge-page state read them directly
 BLOCK = 512
 #: page indexes gathered per numpy pass (bounds the temporaries)
 _BATCH = 1 << 22
-
-
-def watermark_pages(capacity: np.ndarray, fractions) -> tuple:
-    """(min, low, high) watermarks in pages per node, from fractions of each node."""
-    return tuple((capacity * f).astype(np.int64) for f in fractions)
 
 
 class Memory:
@@ -52,7 +47,7 @@ class Memory:
         #: per 512 pages
         self.blocks = np.zeros((-(-self.npages // BLOCK), machine.nnodes), dtype=np.int32)
         self._cum = None
-        #: the page map as one bitmap per node (`kernels.NodeBits`), built at the first
+        #: the page map as one bitmap per node (`pagemap.NodeBits`), built at the first
         #: CLOCK-hand scan and kept from then on (runs without kswapd never pay for it)
         self._bits = None
 
@@ -105,30 +100,30 @@ class Memory:
     def move(self, pages: np.ndarray, cur: np.ndarray, dsts: np.ndarray) -> None:
         """pages[i] (distinct, on cur[i]) now on dsts[i]: the page map, the node
         bitmaps, the pages per node and the block counts, in one compiled pass
-        (`kernels.move_pages`)."""
+        (`pagemap.move_pages`)."""
         self._cum = None
         if len(pages) == 0:
             return
-        kernels.move_pages(self.node, None if self._bits is None else self._bits.bits,
-                           self.blocks, self.used, np.asarray(pages, dtype=np.int64),
-                           np.asarray(cur, dtype=np.uint8), np.asarray(dsts, dtype=np.uint8),
-                           BLOCK)
+        move_pages(self.node, None if self._bits is None else self._bits.bits,
+                   self.blocks, self.used, np.asarray(pages, dtype=np.int64),
+                   np.asarray(cur, dtype=np.uint8), np.asarray(dsts, dtype=np.uint8),
+                   BLOCK)
 
     def move_ranges(self, starts, ends, dst: int, room: int, flags, mask: int, nr, field,
                     rank, epoch, stamp: int):
         """The first `room` allocated pages of disjoint ranges not on dst (range by
         range) now on dst: `move` of them, with the engine's per-page accounting of the
-        same pass (`kernels.relocate_ranges`, which returns it)."""
+        same pass (`pagemap.relocate_ranges`, which returns it)."""
         self._cum = None
-        return kernels.relocate_ranges(self.node, None if self._bits is None else
-                                       self._bits.bits, self.blocks, self.used, BLOCK,
-                                       flags, mask, nr, starts, ends, dst, room, field,
-                                       rank, epoch, stamp)
+        return relocate_ranges(self.node, None if self._bits is None else
+                               self._bits.bits, self.blocks, self.used, BLOCK,
+                               flags, mask, nr, starts, ends, dst, room, field,
+                               rank, epoch, stamp)
 
-    def node_bits(self) -> kernels.NodeBits:
+    def node_bits(self) -> NodeBits:
         """The page map as one bitmap per node (built at the first call, then kept)."""
         if self._bits is None:
-            self._bits = kernels.NodeBits(self.node, self.machine.nnodes)
+            self._bits = NodeBits(self.node, self.machine.nnodes)
         return self._bits
 
     def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
@@ -139,7 +134,7 @@ class Memory:
         pages). Returns (pages, next hand position, addresses scanned). The scan
         goes by windows that start near the need and double (a window holding a hit past
         the limit ends after the last page taken), reading the node's bitmap
-        (`kernels.NodeBits`: 64 addresses per word, only the node's pages looked at).
+        (`pagemap.NodeBits`: 64 addresses per word, only the node's pages looked at).
         Given `passes` (a hand's `PassTimes`), a fourth item: (`passes.index(pages)`, the
         least of those pass times), found in the same pass."""
         return self.node_bits().pages_on(node, start, limit, flags, mask, value, sel,
@@ -221,18 +216,18 @@ class Memory:
     def pages_by_byte(self, node: int, byte, lut, buf=None) -> np.ndarray:
         """The pages on `node` ordered by lut[byte[page]], equal keys in address order
         (a stable counting sort; only blocks holding the node's pages are read), in
-        `buf` if it is large enough (`kernels.pages_by_byte`)."""
-        return kernels.pages_by_byte(self.node, self.blocks, BLOCK, node, byte, lut, buf)
+        `buf` if it is large enough (`pagemap.pages_by_byte`)."""
+        return pages_by_byte(self.node, self.blocks, BLOCK, node, byte, lut, buf)
 
     def pages_not_on(self, starts, ends, nodes):
         """Allocated pages in each [starts[i], ends[i]) not on nodes[i], in range then
         address order, and the range of each. Only blocks holding such pages are read:
         a block whose pages are all on the range's node or free is skipped by its
         counts, so the cost is O(blocks spanned + BLOCK per block read)."""
-        return kernels.pages_not_on(self.node, self.blocks,
-                                    np.asarray(starts, dtype=np.int64),
-                                    np.asarray(ends, dtype=np.int64),
-                                    np.asarray(nodes, dtype=np.int64), BLOCK)
+        return pages_not_on(self.node, self.blocks,
+                            np.asarray(starts, dtype=np.int64),
+                            np.asarray(ends, dtype=np.int64),
+                            np.asarray(nodes, dtype=np.int64), BLOCK)
 
 
 class PassTimes:

@@ -27,15 +27,15 @@ State is kept for the shadowed pages only (issue 18's target 3: a shadow byte an
 2-byte generation for every page were 3 of NOMAD's 23 bytes a page at 10x bench_memsim,
 and a compaction's pass over every entry through them 18% of its CPU): a bit per page,
 and per shadow an entry (page and node) in creation order, a slot of a page -> entry
-map (`kernels.PageMap`) and a place in the runs by expiry.
+map (`structures.PageMap`) and a place in the runs by expiry.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import (PageBits, PageMap, SortedRun, argsort_stable, page_dtype, push_tiered,
-                       take_through)
 from .memory import UNALLOC
+from ..structures import (PageBits, PageMap, SortedRun, argsort_stable, page_dtype,
+                          push_tiered, take_through)
 
 #: an entry whose shadow is gone (its node byte)
 DEAD = UNALLOC
@@ -66,7 +66,7 @@ class ShadowCopies:
         self._dead = 0  #: entries of shadows gone (compacted once half the live)
         self._entry = PageMap(self._pdt, self._idt)  #: live shadow's page -> its entry
         #: the entries by the work at which each page is first written: a few sorted
-        #: runs (keys: that work; pages: the entry; `kernels.push_tiered`), so a tick
+        #: runs (keys: that work; pages: the entry; `structures.push_tiered`), so a tick
         #: takes the expired prefixes instead of comparing every entry (NOMAD at 10x
         #: bench_memsim: a quarter of its time); an entry taken whose shadow is gone
         #: is passed over

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .. import kernels
+from ..jit import kernel
 
 
 def loaded_factor(u: float) -> float:
@@ -53,10 +53,46 @@ def solve_throughput(reads, writes, read_lat_ns, write_lat_ns, read_bw, write_bw
     for i in range(k):
         if cost[i] > 0:
             x_cap = min(x_cap, (1.0 - base[i]) / cost[i])
-    lo = kernels.bisect_throughput(
+    lo = bisect_throughput(
         np.array([t[0] for t in terms]), np.array([t[1] for t in terms]),
         np.array([t[2] for t in terms]), float(compute_ns), float(mlp), float(threads),
         float(x_cap))
     x = lo
     u = util(x)
     return x, u, [loaded_factor(v) for v in u]
+
+
+# -- compiled kernels (tierlab.jit) --------------------------------------------
+@kernel
+def _bisect_throughput(a, b, c, compute_ns, mlp, threads, x_cap):
+    # solve_throughput's root of x - threads / t(x), t(x) = (compute_ns + sum_i a_i
+    # (1 + u_i / (2 (1 - u_i))) / mlp) 1e-9 with u_i = b_i + x c_i, by its bisection
+    lo = 0.0
+    hi = 0.0
+    for it in range(61):
+        x = 0.0 if it == 0 else 0.5 * (lo + hi)
+        stall = 0.0
+        for i in range(a.shape[0]):
+            u = b[i] + x * c[i]
+            stall += a[i] * (1.0 + u / (2.0 * (1.0 - u)))
+        t = (compute_ns + stall / mlp) * 1e-9
+        if it == 0:
+            hi = threads / t  # unloaded throughput: an upper bound
+            if hi >= x_cap:
+                hi = x_cap * (1 - 1e-12)
+            continue
+        if x - threads / t > 0:
+            hi = x
+        else:
+            lo = x
+        if hi - lo <= 1e-9 * hi:
+            break
+    return lo
+
+
+def bisect_throughput(a, b, c, compute_ns: float, mlp: float, threads: float,
+                      x_cap: float) -> float:
+    """The closed loop's throughput (`engine.throughput.solve_throughput`): the same
+    bisection, float operation for float operation, compiled (it runs at every engine
+    step: 32 evaluations of the loaded stall each)."""
+    return float(_bisect_throughput(a, b, c, compute_ns, mlp, threads, x_cap))

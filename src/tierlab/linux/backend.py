@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engine.engine import PolicyBackend, _unique_in_order
-from ..engine.memory import UNALLOC, watermark_pages
+from ..interface import UNALLOC, PolicyBackend, watermark_pages
+from ..structures import unique_in_order
 from ..errors import TierlabError
 from ..field import range_node_counts
 from ..units import PAGE
@@ -290,7 +290,7 @@ class LinuxSim(PolicyBackend):
         watermark. Pages not present or already on dst are skipped; the
         kernel's per-page status (busy, no memory, gone) is counted in
         `stats.failed`; placement is updated from the returned status."""
-        pages = _unique_in_order(np.asarray(pages, dtype=np.int64))  # callers list by priority
+        pages = unique_in_order(np.asarray(pages, dtype=np.int64))  # callers list by priority
         if pages.size == 0:
             return 0
         cur = self.mem.node[pages]

@@ -56,7 +56,7 @@ import time
 
 import numpy as np
 
-from ..engine.memory import UNALLOC
+from ..interface import UNALLOC
 from ..errors import TierlabError
 
 

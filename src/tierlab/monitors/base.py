@@ -7,7 +7,7 @@ runs at its own periods (`sim.every`) and charges its CPU with
 registered monitor can also run alone (`tierlab telemetry`, issue 6).
 
 A policy hands its monitors the view of the simulation it was given
-(`engine.PolicyView`, which hides the workload's truth from policy code); a monitor
+(`interface.PolicyView`, which hides the workload's truth from policy code); a monitor
 models hardware and must read that truth, so `attach` always receives the simulation
 itself (`backend_of`): `Monitor.attach` unwraps the view, and so does every subclass's
 own `attach` (wrapped once, at class creation, by `__init_subclass__`), before its body
@@ -23,7 +23,7 @@ MONITORS: Registry = Registry("monitor")
 
 
 def backend_of(sim):
-    """The backend behind a policy's `engine.PolicyView` (or `sim` itself): for monitors
+    """The backend behind a policy's `interface.PolicyView` (or `sim` itself): for monitors
     and the other hardware models a policy builds, which must read the access source."""
     return getattr(sim, "_guarded_backend", sim)
 

@@ -63,13 +63,15 @@ import numpy as np
 from ..errors import TierlabError
 from ..field import uniq
 from ..heap import trim
-from ..kernels import (FaultCalendar, PageBits, Scratch, SortedRun, argsort_untied,
-                       page_dtype, poll_faults, push_tiered, scan_arm, take_through)
 from ..params import parse_flag, parse_nodes
 from ..units import PAGE, parse_duration, parse_size
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
 from .source import RateSource
+from ..jit import kernel
+from .draws import _time_at
+from ..structures import (FaultCalendar, PageBits, Scratch, SortedRun, _lower, _runs_order,
+                          argsort_untied, page_dtype, push_tiered, take_through)
 
 UNALLOC = 255  # engine.memory.UNALLOC (not imported: monitors must not import engine)
 MAX_SCAN_WINDOW_MB = 2560  # kernel/sched/fair.c: never scan more than 2560 MB/s
@@ -82,14 +84,15 @@ NUMA_PERIOD_THRESHOLD = 7
 # -----------------------------------------------------------------------------------
 #: batches stop merging at this many entries: merging is a copy of both (memory-bound),
 #: and with size-tiered merging every armed page was copied log2(armed / step) times;
-#: above the cap a poll searches a few more batches instead (issue 18)
+#: above the cap a poll searches a few more batches instead
 MERGE_CAP = 1 << 21
 #: merges give their freed heap pages back (`heap.trim`) only while this many pages
 #: are armed (512 MiB of entries): below it the holes cost little, and trimming is
 #: paid again in page faults when the heap regrows (tpp at bench_scale: 2.7 s of sys
 #: per 100 simulated s with a trim after every merge of 1 M entries)
 TRIM_ARMED = 1 << 25
-#: the fault calendar's buckets per window and entries per block (`kernels.FaultCalendar`)
+#: the fault calendar's buckets per window and entries per block
+#: (`structures.FaultCalendar`)
 CAL_BUCKETS = 1024
 CAL_BLOCK = 64
 
@@ -97,7 +100,8 @@ CAL_BLOCK = 64
 def _sorted_batch(wf, pages, arm) -> SortedRun:
     """A batch of armed pages sorted by the cumulative work at which they fault (keys),
     each with its arming (tag) as an index into the monitor's table of arm times (4
-    bytes, not 8); equal works in input order (a stable sort, `kernels.argsort_untied`)."""
+    bytes, not 8); equal works in input order (a stable sort,
+    `structures.argsort_untied`)."""
     order, w = argsort_untied(wf)
     return SortedRun(w, pages[order], arm[order])
 
@@ -110,14 +114,14 @@ class ScheduledHintFaults(HintFaults):
     r_p, so its first access after arming at work W_a is at W_a + E / r_p, E ~ Exp(1)
     (exactly the base class's draw, solved once instead of integrated at every poll).
     Armed pages wait unsorted in a calendar of fault-work buckets
-    (`kernels.FaultCalendar`) until the work reaches their bucket, which is then
+    (`structures.FaultCalendar`) until the work reaches their bucket, which is then
     sorted into a few batches (size-tiered merging, O(log n) batches); a poll takes
     the prefix of each batch up to the current work W(now) and maps fault works to
     times with the timeline's W^-1. When the field changes at time c, every pending
     page's remaining budget (W_f - W_c) r_old is rescheduled with its new rate (pages
     of rate 0 wait, dormant, with their budget). Cost: arm O(k), poll O(log n +
     faults) plus the sort of the buckets reached, field change O(armed). A bitmap of
-    the armed pages (`kernels.PageBits`, 1/8 byte a page) answers `is_armed`.
+    the armed pages (`structures.PageBits`, 1/8 byte a page) answers `is_armed`.
     """
 
     def __init__(self, source: RateSource, rng: np.random.Generator,
@@ -287,7 +291,7 @@ class ScheduledHintFaults(HintFaults):
     def _breakpoints(self):
         """The timeline's breakpoints (t, W) and the index of the last one at or before
         the previous poll: the fault works of this poll are above it, so W^-1 needs
-        only the breakpoints from there on (`kernels.poll_faults`)."""
+        only the breakpoints from there on (`poll_faults`)."""
         ta, wa = self._tl.breakpoints()
         lo = 0
         if self._t_poll is not None:
@@ -310,7 +314,7 @@ class ScheduledHintFaults(HintFaults):
         return self._arm_flagged(pages.astype(self._pdt), now)
 
     def arm_range(self, start: int, end: int, node, skip, now: float) -> tuple[int, int]:
-        """A scan step's `arm` of [start, end) in one pass (`kernels.scan_arm`): the
+        """A scan step's `arm` of [start, end) in one pass (`scan_arm`): the
         pages on nodes not in `skip` (by node; unallocated skipped); returns (allocated
         pages walked, pages armed)."""
         buf, = self._range.get((self._pdt, end - start))
@@ -641,3 +645,93 @@ class NumaScanner(Monitor):
             "scan_period_s": float(self.period) if self.period is not None else None,
             "scan_cpu_seconds": self.cpu_seconds,
         }
+
+
+# -- compiled kernels (tierlab.jit) --------------------------------------------
+@kernel
+def _poll_faults(pages, works, arm, arm_t, ta, wa, lo, now, flag):
+    # Timeline.time_at_work of each work (searching from breakpoint lo when the work is
+    # above it, which finds the same segment; from the previous work's breakpoint,
+    # walking up, when the works ascend: a poll's works are a few ascending runs, and
+    # a bisection's branches mispredict), at least its arm time, at most now
+    n = works.shape[0]
+    nb = wa.shape[0]
+    times = np.empty(n)
+    i = 0
+    for q in range(n):
+        w = works[q]
+        if q > 0 and w >= works[q - 1]:
+            while i < nb and wa[i] < w:
+                i += 1
+        elif nb >= 2 and w > wa[lo]:
+            i = _lower(wa, w, lo, nb)
+        else:
+            i = _lower(wa, w, 0, nb)
+        t = _time_at(w, i, ta, wa)
+        a = arm_t[arm[q]]
+        if a > t:
+            t = a
+        if t > now:
+            t = now
+        if t != t:
+            return pages.astype(np.int64)[:0], times[:0], times[:0], False
+        times[q] = t
+    order = _runs_order(times)
+    p_out = np.empty(n, np.int64)
+    t_out = np.empty(n)
+    l_out = np.empty(n)
+    one = np.uint64(1)
+    for j in range(n):
+        q = order[j]
+        p = pages[q]
+        p_out[j] = p
+        t_out[j] = times[q]
+        l_out[j] = max(times[q] - arm_t[arm[q]], 0.0)
+        flag[p >> 6] &= ~(one << np.uint64(p & 63))
+    return p_out, t_out, l_out, True
+
+
+def poll_faults(pages, works, arm, arm_t, ta, wa, lo: int, now: float, flag):
+    """A hint-fault poll's output in one pass (`ScheduledHintFaults.poll`): each fault's
+    time from its work (the timeline's time_at_work over breakpoints ta, wa; the search
+    starts at breakpoint `lo` for works above it), raised to its arm time and capped at
+    `now`; then (pages, times, latency) ordered by time, equal times in input order
+    (the stable sort, by merging the input's sorted runs: the batches' prefixes), and
+    the pages' armed bits cleared in `flag` (a `PageBits`' words). None where a time is
+    NaN (the caller sorts)."""
+    if works.shape[0] == 0:
+        return None
+    p, t, lat, ok = _poll_faults(pages, works, arm, arm_t, ta, wa, int(lo),
+                                 float(now), flag)
+    return (p, t, lat) if ok else None
+
+
+@kernel
+def _scan_arm(node, start, end, skip, flag, unalloc, out):
+    # a NUMA scan step over pages [start, end): the allocated ones (PTEs walked)
+    # counted; those on a node not skipped and not armed yet (their bit in the bitmap
+    # `flag` clear) flagged armed and listed in out, in address order; returns
+    # (walked, listed)
+    walked = 0
+    k = 0
+    one = np.uint64(1)
+    for p in range(start, end):
+        v = node[p]
+        if v != unalloc:
+            walked += 1
+        b = one << np.uint64(p & 63)
+        if not skip[v] and not flag[p >> 6] & b:
+            flag[p >> 6] |= b
+            out[k] = p
+            k += 1
+    return walked, k
+
+
+def scan_arm(node, start: int, end: int, skip, flag, unalloc: int, out):
+    """The pages of [start, end) a NUMA scan step makes PROT_NONE, in one pass: those
+    allocated (counted: the PTEs walked), on a node not in `skip` (indexed by node,
+    `unalloc` included) and not armed yet (their bit clear in `flag`, a `PageBits`'
+    words); they are flagged armed and written to `out` in address order. Returns
+    (walked, how many were written)."""
+    w, k = _scan_arm(node, int(start), int(end), skip, flag, np.uint8(unalloc), out)
+    return int(w), int(k)

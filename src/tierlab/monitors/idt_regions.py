@@ -72,10 +72,10 @@ from math import comb
 import numpy as np
 
 from ..errors import TierlabError
-from ..kernels import draw_pairs, ring_bits, sample_account, similar_pairs
 from ..params import parse_choice, parse_number
 from .base import MONITORS, Monitor
-from .damon import UNALLOC, Damon, Regions, _i64, hamming
+from .damon import Damon, Regions, UNALLOC, _i64, hamming
+from ..jit import kernel
 
 HISTORY_RULES = ("sample", "aggregation")
 SPLIT_RULES = ("middle", "between", "random")
@@ -460,3 +460,161 @@ class IdtRegions(Damon):
         d["mean_merged_hamming_aggr"] = self._mh_sum / self.merges if self.merges \
             else None
         return d
+
+
+# -- compiled kernels (tierlab.jit) --------------------------------------------
+def _similar_pairs_numpy(h, newest, valid, window, nbits, table):
+    c = window_counts(h, newest, valid, window, nbits)
+    return table[c[:-1], c[1:]].all(axis=1)
+
+
+@kernel(numpy=_similar_pairs_numpy)
+def _similar_pairs(h, newest, valid, window, nbits, table):
+    # h: (R, words) ring buffers of nbits bits; the k-th newest bit sits at position
+    # (newest - k) mod nbits (word p >> 6, bit p & 63); windows slide from the newest.
+    # Two identical buffers have equal counts in every window: similar whenever the
+    # table's diagonal is (always for Fisher's test and the public rule). Each buffer
+    # is copied once into a small row (x, then y) read many times
+    r = h.shape[0]
+    words = h.shape[1]
+    out = np.ones(max(r - 1, 0), np.bool_)
+    if r < 2:
+        return out
+    w = min(window, valid)
+    diag = True
+    for a in range(w + 1):
+        diag = diag and table[a, a]
+    one = np.uint64(1)
+    x = np.empty(words, np.uint64)
+    y = np.empty(words, np.uint64)
+    for q in range(words):
+        y[q] = h[0, q]
+    for i in range(r - 1):
+        x, y = y, x
+        same = True
+        for q in range(words):
+            y[q] = h[i + 1, q]
+            same = same and y[q] == x[q]
+        if same and diag:
+            continue
+        ca = 0
+        cb = 0
+        p = newest
+        for k in range(w):  # the window of the w newest bits
+            ca += np.int64((x[p >> 6] >> np.uint64(p & 63)) & one)
+            cb += np.int64((y[p >> 6] >> np.uint64(p & 63)) & one)
+            p = p - 1 if p > 0 else nbits - 1
+        pin, pout = p, newest  # the bits entering and leaving at the next slide
+        k = 0
+        while True:
+            if not table[ca, cb]:
+                out[i] = False
+                break
+            if k + w >= valid:
+                break
+            ca += np.int64((x[pin >> 6] >> np.uint64(pin & 63)) & one)
+            ca -= np.int64((x[pout >> 6] >> np.uint64(pout & 63)) & one)
+            cb += np.int64((y[pin >> 6] >> np.uint64(pin & 63)) & one)
+            cb -= np.int64((y[pout >> 6] >> np.uint64(pout & 63)) & one)
+            pin = pin - 1 if pin > 0 else nbits - 1
+            pout = pout - 1 if pout > 0 else nbits - 1
+            k += 1
+    return out
+
+
+def similar_pairs(h, newest: int, valid: int, window: int, nbits: int,
+                  table) -> np.ndarray:
+    """IDT's merge test of neighbours i, i+1 (`IdtRegions._similar`): table[c_i, c_j]
+    for the accessed-bit counts of every sliding window of `window` bits over the
+    `valid` newest bits of each region's ring buffer of `nbits` bits ((R, words)
+    uint64, the newest bit at position `newest`; one window of `valid` bits if fewer),
+    stopping at the first window that fails, where numpy counts every window."""
+    return _similar_pairs(np.asarray(h, dtype=np.uint64), int(newest),
+                          int(valid), int(window), int(nbits),
+                          np.ascontiguousarray(table, dtype=np.bool_))
+
+
+def ring_bits(h: np.ndarray, newest: int, valid: int, nbits: int) -> np.ndarray:
+    """(R, valid) uint8: the `valid` newest bits of each ring buffer `h` ((R, words)
+    uint64 of `nbits` bits, the newest at position `newest`), newest first."""
+    h = np.asarray(h, dtype=np.uint64)
+    p = (int(newest) - np.arange(int(valid))) % int(nbits)
+    return ((h[:, p >> 6] >> (p & 63).astype(np.uint64)) & np.uint64(1)).astype(np.uint8)
+
+
+def window_counts(h: np.ndarray, newest: int, valid: int, window: int,
+                  nbits: int) -> np.ndarray:
+    """(R, windows): accessed bits in every sliding window of `window` bits over the
+    `valid` newest bits of each ring buffer (one window of `valid` bits if fewer)."""
+    w = min(window, valid)
+    c = np.zeros((np.shape(h)[0], valid + 1), dtype=np.int32)
+    np.cumsum(ring_bits(h, newest, valid, nbits), axis=1, out=c[:, 1:])
+    return (c[:, w:] - c[:, :valid - w + 1]).astype(np.int64)
+
+
+def _sample_account_numpy(a, b, count, h, word, bit, push):
+    acc = a | b
+    count += acc
+    if push:
+        col = h[:, word] & ~np.uint64(1 << bit)
+        h[:, word] = col | (acc.astype(np.uint64) << np.uint64(bit))
+    return acc
+
+
+@kernel(numpy=_sample_account_numpy)
+def _sample_account(a, b, count, h, word, bit, push):
+    # IdtRegions.on_sample: acc = a | b per region, count += acc and, with push, acc
+    # written as bit `bit` of word `word` of each ring buffer (h: (R, words) uint64);
+    # returns acc
+    r = a.shape[0]
+    acc = np.empty(r, np.bool_)
+    one = np.uint64(1)
+    sh = np.uint64(bit)
+    keep = ~(one << sh)
+    for i in range(r):
+        x = a[i] or b[i]
+        acc[i] = x
+        if x:
+            count[i] += 1
+        if push:
+            h[i, word] = (h[i, word] & keep) | (np.uint64(x) << sh)
+    return acc
+
+
+def sample_account(a, b, count, h, word: int, bit: int, push: bool) -> np.ndarray:
+    """One IDT sampling interval (`IdtRegions.on_sample`) in one pass: acc = a | b
+    (either page of a region accessed), count += acc in place and, with `push`, acc
+    written in place as bit `bit` of word `word` of every ring buffer h ((R, words)
+    uint64); returns acc."""
+    return _sample_account(np.asarray(a, np.bool_), np.asarray(b, np.bool_),
+                           count, h, int(word), int(bit), bool(push))
+
+
+def _draw_pairs_numpy(u, s, e, out):
+    u = u.reshape(2, s.shape[0])
+    u *= (e - s).astype(float)
+    p = u.astype(np.int64)
+    p += s
+    np.minimum(p, e - 1, out=p)
+    out[:] = p.reshape(-1)
+
+
+@kernel(numpy=_draw_pairs_numpy)
+def _draw_pairs(u, s, e, out):
+    # DAMON's damon_rand(start, end) twice per region: out[:R] then out[R:], from the
+    # doubles u of g.random((2, R)) flattened
+    r = s.shape[0]
+    for k in range(2):
+        for i in range(r):
+            p = np.int64(u[k * r + i] * np.float64(e[i] - s[i])) + s[i]
+            out[k * r + i] = min(p, e[i] - 1)
+
+
+def draw_pairs(rng, s, e) -> np.ndarray:
+    """Two uniform pages of each region [s[i], e[i]) (DAMON's damon_rand, twice), as
+    `min(s + (rng.random((2, R)) * (e - s)).astype(int64), e - 1)` flattened: the same
+    draws and operations, the arithmetic in one pass (a Generator passed to numba
+    costs ~15 us a call in typing, more than the pass)."""
+    out = np.empty(2 * s.shape[0], np.int64)
+    _draw_pairs(rng.random(2 * s.shape[0]), s, e, out)
+    return out

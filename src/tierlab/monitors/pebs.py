@@ -32,11 +32,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import TierlabError
-from ..kernels import argsort_untied, merge_sorted, unique_event_counts
 from ..params import parse_flag, parse_int, parse_nodes
 from ..units import parse_duration
 from .base import MONITORS, Monitor
 from .primitives import PEBS_SAMPLE_SECONDS, PebsSampler
+from ..structures import argsort_untied, merge_sorted, unique_event_counts
 
 EVENTS = PebsSampler.EVENTS
 CORES = ("dedicated", "shared")

@@ -20,8 +20,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..field import uniq
-from ..kernels import sorted_find
 from .source import AccessSource, RateSource
+from ..structures import sorted_find
 
 #: pages (4 KiB) covered by one entry at each page-table level: PTE, PMD (2 MiB),
 #: PUD (1 GiB), P4D/PGD (512 GiB)
@@ -373,7 +373,7 @@ class AccessedBits:
 
     def table_draws(self, table, now: float, tmin: float):
         """What `test_since_table` would draw with on a rate source, for a caller that
-        draws in a compiled pass of its own (`kernels.lru_sweep`): the source's
+        draws in a compiled pass of its own (`lru.lru_sweep`): the source's
         `draw_tables` for clear times `table` (the least of them at or after `tmin`)
         clamped to the look-back, as test_since_table clamps them; None on another
         source, or where the source has none (the caller calls test_since_table).

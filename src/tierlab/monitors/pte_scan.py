@@ -37,11 +37,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import kernels
 from ..errors import TierlabError
 from ..params import parse_flag
 from ..units import parse_duration
 from .base import MONITORS, Monitor
+from ..jit import cttz, kernel
+from . import draws as rate_draws
+from .draws import _NO_DRAWS, _draw_pages
+from ..pcg64 import _pcg_put, _pcg_take
 
 UNALLOC = 255
 PMD_PAGES = 512
@@ -94,7 +97,7 @@ class PteScan(Monitor):
             raise TierlabError(f"bad pte-scan step {step!r}: must be > 0")
         self.nonleaf = parse_flag(nonleaf, "pte-scan nonleaf")
         self._check_cost = None if check_cost is None else parse_duration(check_cost,
-                                                                           "check_cost")
+                                                                          "check_cost")
         self._subs = []
         self.checks = 0
         self.cpu_seconds = 0.0
@@ -190,7 +193,7 @@ class PteScan(Monitor):
 
     def age_node(self, node: int, now: float, gen, slots, rule) -> bool:
         """`walk_node` and MGLRU's generation update of the pages it finds (`rule`, as
-        `kernels.mglru_age` takes it, with the `slots` bitmaps of the generations) in
+        `mglru_age` takes it, with the `slots` bitmaps of the generations) in
         one compiled pass over the node's bitmap row, with the same bits, stream,
         charge and pass map; no array of the node's pages. False (nothing done) on
         another source than the rate field's, without numba or PCG64, or where the
@@ -209,8 +212,8 @@ class PteScan(Monitor):
             if got is None:  # the chunked draws would take the stream on regardless
                 return False
         w_tab, tables = got if got is not None else (None, None)
-        done = kernels.mglru_age(sim.mem.node_bits(), node, w_tab, tables, self.rng, gen,
-                                 slots, rule, self.nonleaf, PMD_PAGES)
+        done = mglru_age(sim.mem.node_bits(), node, w_tab, tables, self.rng, gen,
+                         slots, rule, self.nonleaf, PMD_PAGES)
         if done is None:
             return False
         n, cost = done
@@ -260,3 +263,100 @@ class PteScan(Monitor):
         return {"pte_walks": self.walks, "pte_pages_scanned": self.pages_scanned,
                 "pte_checks": self.checks, "pte_scan_cpu_seconds": self.cpu_seconds,
                 "pte_passes": self.passes}
+
+
+# -- compiled kernels (tierlab.jit) --------------------------------------------
+@kernel
+def _mglru_age(row, npages, draw, w_tab, starts, soff, rate, ends, w_a, use_max, whi,
+               multi, st, jump, pages, which, lam, u, ref, gen, slots, fold, old_st,
+               fold_st, tag, young_st, arrived_st, nonleaf, pmd, res):
+    # MGLRU's aging walk of one node and its generation update (`PteScan.age_node`):
+    # the node's pages in address order (the set bits of its bitmap row), by blocks of
+    # `pages`' size, each page's accessed bit drawn as `draw_accessed` draws it (given
+    # draw; else none is young and the stream is not touched), then its generation:
+    # the oldest folded into the next (given fold), young -> young_st, one of another
+    # node's -> arrived_st, its bit moved between the rows of `slots` (`SlotBits`).
+    # res: [pages, PTE checks (`PteScan._walk_cost`)]
+    nw = row.shape[0]
+    b = pages.shape[0]
+    one = np.uint64(1)
+    cost = (npages + pmd - 1) // pmd  # a check per PMD entry, then the young PMDs' PTEs
+    cur, cnt, hot = np.int64(-1), np.int64(0), False
+    prev, c = np.nan, 0.0
+    n = 0
+    w = 0
+    word = row[0] if nw > 0 else np.uint64(0)
+    while True:
+        k = 0
+        while k < b:
+            while word == 0 and w + 1 < nw:
+                w += 1
+                word = row[w]
+            if word == 0:
+                break
+            pages[k] = (np.int64(w) << 6) + np.int64(cttz(word))
+            k += 1
+            word &= word - one
+        if k == 0:
+            break
+        if draw:
+            prev, c = _draw_pages(lam, u, pages[:k], which[:k], False, w_tab, starts, soff,
+                                  rate, ends, w_a, use_max, whi, multi, st, jump, ref, 0,
+                                  prev, c)
+        for i in range(k):
+            p = pages[i]
+            y = draw and ref[i]
+            g0 = gen[p]
+            g = fold_st if fold and g0 == old_st else g0
+            if y:
+                g = young_st
+            elif (g >> 2) != tag:
+                g = arrived_st
+            if g != g0:
+                gen[p] = g
+                b1 = one << np.uint64(p & 63)
+                if g0 != 0:
+                    slots[g0 & 3, p >> 6] &= ~b1
+                slots[g & 3, p >> 6] |= b1
+            q = p // pmd
+            if q != cur:
+                if hot:
+                    cost += cnt
+                cur, cnt, hot = q, 0, False
+            cnt += 1
+            hot = hot or y
+        n += k
+        if k < b:
+            break
+    if hot:
+        cost += cnt
+    res[0] = n
+    res[1] = cost if nonleaf else n
+
+
+def mglru_age(nodebits, node: int, w_tab, tables, rng, gen, slots, rule, nonleaf: bool,
+              pmd: int):
+    """MGLRU's aging walk of `node` (`PteScan.age_node`) in one compiled pass over its
+    bitmap row: each page's accessed bit drawn as `draw_accessed` draws it (with
+    `tables`, `RateSource.draw_tables` of the walk's one start time; None: no page is
+    young and rng is not drawn), and its generation byte updated by `rule` (fold,
+    oldest, folded, node tag, young, arrived: `AutoNumaTieringMglru.age`) with its bit
+    in `slots` (a `SlotBits` of the generations' seq % 4). Returns
+    (pages, PTE checks), or None without numba or PCG64 (the caller walks apart)."""
+    pcg = _pcg_take(rng)
+    if pcg is None:
+        return None
+    b = rate_draws.DRAW_BLOCK
+    res = np.zeros(2, np.int64)
+    draw = tables is not None
+    if not draw:
+        w_tab, tables = np.zeros(1), _NO_DRAWS[1:9]
+    fold, old, folded, tag, young, arrived = rule
+    _mglru_age(nodebits.bits[node], nodebits.npages, draw, w_tab, *tables,
+               pcg[2], pcg[3], np.empty(b, np.int64), np.zeros(b, np.int64),
+               np.empty(b), np.empty(b), np.zeros(b, np.bool_), gen,
+               slots.rows, bool(fold), np.uint8(old), np.uint8(folded),
+               np.uint8(tag), np.uint8(young), np.uint8(arrived), bool(nonleaf),
+               np.int64(pmd), res)
+    _pcg_put(*pcg)
+    return int(res[0]), int(res[1])

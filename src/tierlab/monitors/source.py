@@ -46,8 +46,9 @@ import numpy as np
 
 from ..engine.timeline import Timeline
 from ..field import RateField
-from ..kernels import (argsort_untied, by_time, draw_accessed, draw_below, spend_budgets,
-                       sub_expected, sub_expected_eps, table_min)
+from .draws import (by_time, draw_accessed, draw_below, spend_budgets, sub_expected,
+                    sub_expected_eps, table_min)
+from ..structures import argsort_untied
 
 _KINDS = ("read", "write", "all")
 
@@ -90,7 +91,7 @@ class AccessSource:
         `thresholds` (rate model only): Exp(1) draws to use instead of fresh ones.
         """
         return self.first_access_lazy(pages, t0, t1, self._thresholds(rng, pages,
-                                                                       thresholds))[0]
+                                                                      thresholds))[0]
 
     def first_access_lazy(self, pages, t0, t1, remaining):
         """Continue a first-access search from t0 to t1 (hint faults poll this).
@@ -174,7 +175,7 @@ class RateSource(AccessSource):
 
     def _concat(self, tabs):
         """The tables' starts, offsets, rates and ends concatenated for
-        `kernels.sub_expected_eps` (the last few sets kept: the CLOCK hands ask with
+        `draws.sub_expected_eps` (the last few sets kept: the CLOCK hands ask with
         the same epochs pass after pass)."""
         key = tuple(id(t) for t in tabs)
         hit = self._cats.get(key)
@@ -260,7 +261,7 @@ class RateSource(AccessSource):
     TABLE_CHUNK = 1 << 16
 
     def draw_tables(self, since_tab, tmin: float, t1: float):
-        """What the compiled draws (`kernels.draw_accessed`, `kernels.lru_sweep`) take
+        """What the compiled draws (`draws.draw_accessed`, `lru.lru_sweep`) take
         for pages whose start times are `since_tab`'s values, the least of them at or
         after `tmin`, up to t1: (W of each start time, (starts, offsets, rates, ends,
         W(epoch start), use it, W(epoch end), several epochs)) for the field epochs
@@ -295,8 +296,8 @@ class RateSource(AccessSource):
         `which[pages]`, an array over all pages): W(t0) is looked up
         once per value, the expected accesses summed and drawn against in one
         compiled pass that draws the generator's PCG64 stream itself
-        (`kernels.draw_accessed`), or, for another generator or without numba, summed
-        by a compiled pass (`kernels.sub_expected`) and drawn in chunks of the same
+        (`draws.draw_accessed`), or, for another generator or without numba, summed
+        by a compiled pass (`draws.sub_expected`) and drawn in chunks of the same
         stream: the same bits either way, with O(chunk) temporaries. `tmin`: the earliest
         start time of these pages, min(since_tab[which]), if the caller knows it."""
         pages = np.asarray(pages)
@@ -390,7 +391,7 @@ class RateSource(AccessSource):
                 if cache is not None:
                     cache.update(tab=tab, rate=rate, n=n)
             # pages done in an earlier epoch hold rem = inf meanwhile, so they are not
-            # hit again (one compiled pass: `kernels.spend_budgets`)
+            # hit again (one compiled pass: `draws.spend_budgets`)
             hit, left = spend_budgets(rate, dw, rem)
             if hit.shape[0]:
                 w = np.broadcast_to(wlo, (n,))[hit]

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import kernels
 from ..errors import TierlabError
 from ..monitors.hint_faults import NumaScanner
 from ..monitors.pte_scan import PteScan
 from ..params import parse_flag, parse_number
 from ..units import PAGE, parse_duration, parse_size
 from .base import POLICIES, Policy
+from ..structures import SlotBits
 
 UNALLOC = 255
 
@@ -544,7 +544,7 @@ class AutoNumaTieringMglru(AutoNumaTiering):
         self.gen = np.zeros(sim.mem.npages, dtype=np.uint8)
         #: the generations' seq % 4 as four bitmaps, moved with every write to `gen`:
         #: eviction's hand reads only the oldest generation's words
-        self.slots = kernels.SlotBits(sim.mem.npages, MAX_NR_GENS)
+        self.slots = SlotBits(sim.mem.npages, MAX_NR_GENS)
         self.max_seq = np.full(k, MIN_NR_GENS + 1, dtype=np.int64)
         self.min_seq = np.zeros(k, dtype=np.int64)
         self.last_walk = np.full(k, sim.now)

@@ -4,7 +4,7 @@ A policy sees the machine through the simulation's narrow backend interface (tim
 nodes and their free space, monitors, migrate, schedule) and never the workload's true
 rates; the oracle is the one declared exception (`uses_true_rates = True`). The engine
 enforces it: `attach` (and an allocation policy's `place`) receives an
-`engine.PolicyView`, which raises `TrueRatesError` on `sim.timeline`, `sim.source`,
+`interface.PolicyView`, which raises `TrueRatesError` on `sim.timeline`, `sim.source`,
 `sim.workload`, `sim.true_field` and `sim.teleport` unless the policy declares
 `uses_true_rates`; the monitors a policy attaches with it work on the simulation
 itself. Adding a policy means adding one module that registers a subclass:
@@ -28,7 +28,7 @@ class Policy:
     """Base class: no migration, default victim choice for reclaim."""
 
     #: True only for the oracle: it may read `sim.true_field` (and the rest of the
-    #: truth `engine.PolicyView` hides from other policies) and `sim.teleport`.
+    #: truth `interface.PolicyView` hides from other policies) and `sim.teleport`.
     uses_true_rates = False
     #: kswapd demotes down the path when a node runs low (Linux with
     #: /sys/kernel/mm/numa/demotion_enabled = 1). False: a full node simply makes new

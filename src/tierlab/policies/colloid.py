@@ -46,12 +46,13 @@ import math
 
 import numpy as np
 
-from .. import kernels
 from ..params import parse_choice, parse_number
 from ..units import PAGE, parse_size
 from .base import POLICIES
 from .autonuma import AutoNumaTiering, fault_migrate, migrate_room
-from .hemem import DRAM, HP, MAX_SHIFT, NONE, NVM, HeMem
+from .hemem import DRAM, HP, HeMem, MAX_SHIFT, NONE, NVM
+from ..jit import kernel
+from ..structures import Scratch
 
 ACCESS_BYTES = 64
 #: Colloid's HeMem samples loads at 5003 (src/pebs.h); the store period only sets the
@@ -133,11 +134,11 @@ def pick_pairs(p_src, p_dst, free_slots: int, dp: float, most: int, order=None):
     shares: lowest index), or a free frame (share 0) where that is at least as good;
     equal differences go to the lowest i. The partners with a finite share are sorted
     once; each round walks the sources by share with one forward pointer over them
-    (`kernels.pick_pairs`): at bench_scale, numpy's search of every source per pair
+    (`_walk_pairs`): at bench_scale, numpy's search of every source per pair
     was half of colloid-hemem's CPU. A partner of infinite share never pairs.
 
     `order`: (the sources of positive share, the partners of finite share), each as
-    indexes in ascending share, when the caller has them (`kernels.TierShares` sorts
+    indexes in ascending share, when the caller has them (`TierShares` sorts
     HeMem's integer counts as it computes the shares); no share may then be
     negative."""
     p_src = np.asarray(p_src, dtype=float)
@@ -151,8 +152,8 @@ def pick_pairs(p_src, p_dst, free_slots: int, dp: float, most: int, order=None):
         src_up, part = None, part[fin]
     else:
         src_up, part = order
-    src_i, dst_j = kernels.pick_pairs(p_src, p_dst[part], part, free_slots, dp, most,
-                                      src_up=src_up)
+    src_i, dst_j = _walk_pairs(p_src, p_dst[part], part, free_slots, dp, most,
+                               src_up=src_up)
     return list(zip(src_i.tolist(), dst_j.tolist()))
 
 
@@ -171,7 +172,7 @@ class ColloidHeMem(HeMem):
         self.alpha = parse_number(alpha, "colloid alpha", lo=0.0, hi=1.0, lo_open=True)
         self.limit = parse_size(limit, "colloid limit")
         self._search = BinarySearch()
-        self._shares = kernels.TierShares()
+        self._shares = TierShares()
         self._credit = 0.0  # bytes of pairs carried between loops (`_pairs_allowed`)
         self.shifts = {"down": 0, "up": 0}
         self.last = None
@@ -333,3 +334,213 @@ class ColloidTpp(AutoNumaTiering):
         d.update(colloid_on_polls=int(self.on_polls), colloid_demoted=int(self.demoted_hot),
                  colloid_last=self.last)
         return d
+
+
+# -- compiled kernels (tierlab.jit) --------------------------------------------
+@kernel
+def _tier_shares(tier, reads, writes, clk, clock, max_shift, none, src_tier, dst_tier,
+                 zero_partners, src, cs, dst, cd, p_src, p_dst, src_up, dst_up, hs, hd):
+    # Colloid on HeMem: every tracked page cooled in place (as halve_at); the pages of
+    # src_tier of positive count (src, in index order, with their counts cs and
+    # shares count / total) and the partners, the pages of dst_tier (of positive
+    # count unless zero_partners), listed in ascending count, equal counts in index
+    # order (a stable argsort of the shares, which count / total keeps in the counts'
+    # order), with their shares; src_up: the sources in ascending count. By a counting
+    # sort over the counts (histograms hs, hd); the arrays after zero_partners are
+    # the caller's, of at least len(tier) entries (hs, hd: any size). Two passes over
+    # the pages without branches (the cooling with the counts into dst_up, then the
+    # lists: each page written at the end of both, which advance where it belongs);
+    # the rest over the two lists.
+    # Returns (total, sources, partners, sorted): not sorted (src_up and the partners
+    # in index order, dst_up their counts) when a count reaches len(hs)
+    n = tier.shape[0]
+    total = np.int64(0)
+    ch = dst_up  # each page's count: scratch until the partners are placed
+    for h in range(n):
+        tr = tier[h] != none
+        s = min(max(clock - clk[h], 0), max_shift)
+        r = reads[h] >> s
+        w = writes[h] >> s
+        reads[h] = r if tr else reads[h]
+        writes[h] = w if tr else writes[h]
+        clk[h] = clock if tr else clk[h]
+        x = r + w
+        ch[h] = x
+        total += x if tr else 0
+    nsrc = ndst = 0
+    for h in range(n):
+        x = ch[h]
+        t = tier[h]
+        src[nsrc] = h
+        cs[nsrc] = x
+        dst[ndst] = h
+        cd[ndst] = x
+        nsrc += (t == src_tier) & (x > 0)
+        ndst += (t == dst_tier) & ((x > 0) | zero_partners)
+    ft = np.float64(total) if total > 0 else np.float64(1.0)  # no shares without counts
+    for i in range(nsrc):
+        p_src[i] = np.float64(cs[i]) / ft
+    cap = hs.shape[0]
+    ok = True
+    for i in range(nsrc):
+        if cs[i] >= cap:
+            ok = False
+    for j in range(ndst):
+        if cd[j] >= cap:
+            ok = False
+    if not ok:
+        for j in range(ndst):
+            src_up[j] = dst[j]
+            dst_up[j] = cd[j]
+            p_dst[j] = np.float64(cd[j]) / ft
+        return total, nsrc, ndst, False
+    hs[:] = 0
+    hd[:] = 0
+    for i in range(nsrc):
+        hs[cs[i]] += 1
+    for j in range(ndst):
+        hd[cd[j]] += 1
+    a = 0  # hs[c], hd[c]: where count c's first entry goes
+    b = 0
+    for c in range(cap):
+        x, y = hs[c], hd[c]
+        hs[c], hd[c] = a, b
+        a += x
+        b += y
+    for i in range(nsrc):
+        c = cs[i]
+        src_up[hs[c]] = i
+        hs[c] += 1
+    for j in range(ndst):  # the partners placed by count: pages and shares
+        c = cd[j]
+        k = hd[c]
+        dst_up[k] = dst[j]
+        p_dst[k] = np.float64(c) / ft
+        hd[c] = k + 1
+    for j in range(ndst):
+        dst[j] = dst_up[j]
+    return total, nsrc, ndst, True
+
+
+class TierShares:
+    """Colloid-on-HeMem's view of every tracked page (`__call__`), with its arrays kept
+    between calls: its 48,500 calls at bench_scale would map and fault 0.9 MB of fresh
+    arrays each."""
+
+    #: counts below this are sorted by counting (HeMem's are a few dozen at most)
+    COUNTS = 1024
+
+    def __init__(self):
+        self._buf = Scratch()
+        self._hist = (np.empty(self.COUNTS, np.int64), np.empty(self.COUNTS, np.int64))
+
+    def __call__(self, tier, reads, writes, clk, clock: int, max_shift: int, none: int,
+                 src_tier: int, dst_tier: int, zero_partners: bool = True):
+        """Every page with tier != none cooled in place (`halve_at`), then (total
+        count, sources, their shares, the sources' order, partners, their shares): the
+        sources are the pages of src_tier of positive count, in index order, with
+        src_up their indexes in ascending share; the partners are the pages of
+        dst_tier (of positive count unless `zero_partners`) in ascending share, equal
+        shares in index order: np.argsort(kind="stable") of the shares, by a counting
+        sort over the integer counts, whose order count / total keeps (Colloid's pairs
+        sorted both, 0.43 of their 0.55 ms a call at bench_scale; numpy's sort when a
+        count reaches `COUNTS`). Shares are what numpy's float sum and division give
+        (integer counts: the sum is exact below 2^53); zeros where the total is 0. The
+        arrays returned are views of this object's, valid until its next call."""
+        n = tier.shape[0]
+        buf = self._buf.get(*((dt, n) for dt in (np.int64, np.int64, np.int64, np.int64,
+                                                 np.float64, np.float64, np.int64,
+                                                 np.int64)))
+        src, cs, dst, cd, p_src, p_dst, src_up, dst_up = buf
+        total, ns, nd, counted = _tier_shares(
+            tier, reads, writes, clk, np.int64(clock), np.int64(max_shift),
+            np.uint8(none), np.uint8(src_tier), np.uint8(dst_tier), bool(zero_partners),
+            *buf, *self._hist)
+        src, p_src, dst, p_dst = src[:ns], p_src[:ns], dst[:nd], p_dst[:nd]
+        if counted:
+            return int(total), src, p_src, src_up[:ns], dst, p_dst
+        # a count past the table: the partners' pages and counts were left in src_up
+        # and dst_up, in index order
+        o = np.argsort(dst_up[:nd], kind="stable")
+        dst[:] = src_up[:nd][o]
+        p_dst[:] = dst_up[:nd][o] / (float(total) if total > 0 else 1.0)
+        return int(total), src, p_src, np.argsort(cs[:ns], kind="stable"), dst, p_dst
+
+
+@kernel
+def _pick_pairs(p_src, src_up, vals, partner, free_slots, dp, most, out_i, out_j):
+    # Colloid's pairs (policies.colloid.pick_pairs): each round, every unused source i
+    # takes the first unused partner k with vals[k] >= p_i - left (vals ascending), or
+    # a free frame; the largest difference in (0, left] pairs first, equal differences
+    # by lowest i. The sources are walked in ascending share (src_up) so the partner
+    # pointer only moves forward: O(sources + partners) a round, not a search each
+    n, m, ns = p_src.shape[0], vals.shape[0], src_up.shape[0]
+    alive = np.ones(m, np.bool_)
+    used = np.zeros(n, np.bool_)
+    left = dp
+    npairs = 0
+    while npairs < most and left > 0:
+        best = -np.inf
+        bi = -1
+        bk = -1
+        bfree = False
+        k = 0
+        for q in range(ns):
+            i = src_up[q]
+            p = p_src[i]
+            x = p - left
+            while k < m and (vals[k] < x or not alive[k]):
+                k += 1
+            part = vals[k] if k < m and not used[i] else np.inf
+            diff = p - part if part < p else -np.inf
+            use_free = False
+            if free_slots > 0:
+                fd = p if (not used[i]) and p <= left and p > 0 else -np.inf
+                use_free = fd >= diff
+                if fd > diff:
+                    diff = fd
+            if diff > best or (diff == best and i < bi):
+                best, bi, bk, bfree = diff, i, k, use_free
+        if bi < 0 or not np.isfinite(best) or best <= 0:
+            break
+        out_i[npairs] = bi
+        if bfree:
+            out_j[npairs] = -1
+            free_slots -= 1
+        else:
+            out_j[npairs] = partner[bk]
+            alive[bk] = False
+        npairs += 1
+        used[bi] = True
+        left -= best
+    return npairs
+
+
+def _walk_pairs(p_src, vals, partner, free_slots: int, dp: float, most: int,
+                src_up=None):
+    """Colloid's pair rule over sources `p_src` and the unused partners' shares `vals`
+    (ascending, each with its index `partner`): (source indexes, partner indexes or -1
+    for a free frame), in pairing order (`policies.colloid.pick_pairs`). `src_up`: the
+    sources of positive share in ascending share, if the caller has them (no partner
+    share may then be negative)."""
+    p_src = np.ascontiguousarray(p_src, dtype=np.float64)
+    most = max(min(int(most), p_src.shape[0]), 0)
+    out_i, out_j = np.empty(most, np.int64), np.empty(most, np.int64)
+    vals = np.ascontiguousarray(vals, dtype=np.float64)
+    # any order of ascending share would do (equal differences go to the lowest index
+    # whatever the walk's order); numpy's stable sort was the fastest on HeMem's shares.
+    # Without a negative partner share only sources of positive share can pair (p - v
+    # > 0, or a free frame for p > 0), and the partner pointer's stops for the others
+    # do not move it: the walk skips them (bench_memsim's colloid-hemem: 276 of 241,000
+    # sources a call)
+    if src_up is None:
+        src = np.flatnonzero(p_src > 0) if vals.shape[0] == 0 or vals[0] >= 0 \
+            else np.arange(p_src.shape[0])
+        src_up = src[np.argsort(p_src[src], kind="stable")]
+    elif vals.shape[0] and vals[0] < 0:
+        raise ValueError("pick_pairs: src_up holds only positive shares, but a partner's "
+                         "share is negative")
+    k = _pick_pairs(p_src, src_up, vals,
+                    np.ascontiguousarray(partner, dtype=np.int64), int(free_slots),
+                    float(dp), most, out_i, out_j)
+    return out_i[:k], out_j[:k]

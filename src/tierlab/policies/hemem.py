@@ -71,11 +71,11 @@ import numpy as np
 
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
-from ..kernels import halve_at
 from ..monitors.pebs import Pebs, parse_core, parse_period
 from ..params import parse_choice, parse_flag, parse_int
 from ..units import HUGE, PAGE, parse_duration, parse_size
 from .base import POLICIES, Policy
+from ..jit import kernel
 
 HP = HUGE // PAGE  #: 4 KiB pages per 2 MiB page
 #: what store samples do: count toward `writes` (HeMem), or only stand for the
@@ -485,3 +485,32 @@ class HeMem(Policy):
                 "hot_dram_2m": int(np.count_nonzero(hot & (tiers == DRAM))),
                 "hot_nvm_2m": int(np.count_nonzero(hot & (tiers == NVM)))}
 
+
+# -- compiled kernels (tierlab.jit) --------------------------------------------
+@kernel
+def _halve_at(reads, writes, clk, hps, clock, max_shift):
+    # HeMem's lazy cooling of pages hps: counts >> min(max(clock - clk, 0), max_shift),
+    # written back with clk = clock; returns the cooled (reads, writes)
+    n = hps.shape[0]
+    r = np.empty(n, np.int64)
+    w = np.empty(n, np.int64)
+    for i in range(n):
+        h = hps[i]
+        s = min(clock - clk[h], max_shift)
+        if s < 0:
+            s = 0
+        a = reads[h] >> s
+        b = writes[h] >> s
+        reads[h] = a
+        writes[h] = b
+        clk[h] = clock
+        r[i] = a
+        w[i] = b
+    return r, w
+
+
+def halve_at(reads, writes, clk, hps, clock: int, max_shift: int):
+    """HeMem's lazy cooling of `hps` in one pass (int64 arrays, updated in place):
+    returns the cooled (reads, writes), as `hemem.halve` of each, written back."""
+    return _halve_at(reads, writes, clk, np.asarray(hps, dtype=np.int64),
+                     np.int64(clock), np.int64(max_shift))

@@ -70,7 +70,7 @@ Model choices where the sources are silent or the simulator differs:
   page's accessed bits (`sim.bits.test_since_table` from then to now: the engine's bits
   look back at most 10 s), each an index into the distinct event times (2 bytes per
   page, 4 past 65,536 of them); a list is a counting sort by that index
-  (`kernels.LruLists`), O(pages of the node) per pass, from each node's counts by index,
+  (`LruLists`), O(pages of the node) per pass, from each node's counts by index,
   kept through Nimble's own changes and counted again after a free, or a move or list
   change Nimble did not make (an allocator's reclaim). The inactive half's pass lists,
   checks and ages its pages in one compiled pass over the node's pages where it can
@@ -117,10 +117,14 @@ import numpy as np
 from ..engine.lru import ACTIVE, PROMOTE, REFERENCED
 from ..engine.memory import BLOCK
 from ..errors import TierlabError
-from ..kernels import LruLists, Scratch, list_counts, nimble_active, nimble_inactive
 from ..params import parse_flag, parse_int
 from ..units import PAGE, parse_duration
 from .base import POLICIES, Policy
+from ..jit import helper, kernel
+from ..monitors import draws as rate_draws
+from ..monitors.draws import _NO_DRAWS, _draw_pages
+from ..pcg64 import _pcg_advance, _pcg_put, _pcg_take
+from ..structures import Scratch, page_dtype
 
 #: kswapd-like CPU per page examined on a list (engine `Costs.reclaim_scan_s`)
 SCAN_SECONDS = 50e-9
@@ -253,7 +257,7 @@ class Nimble(Policy):
     # -- the lists ------------------------------------------------------------------
     def _counted(self, node: int) -> LruLists:
         """The node's two lists, tail (oldest insertion) first, counted afresh
-        (`kernels.LruLists`: a counting sort by insertion index, equal indexes in address
+        (`LruLists`: a counting sort by insertion index, equal indexes in address
         order)."""
         mem = self.sim.mem
         return LruLists(mem.node, node, mem.blocks[:, node], BLOCK, self.sim.lru.flags,
@@ -288,7 +292,7 @@ class Nimble(Policy):
     def _recount(self, pages, sign: int) -> None:
         """The kept counts less (sign -1) or plus (+1) the pages at their places as they
         are (node, list, insertion index): around a move or re-insertion of distinct
-        pages (`kernels.list_counts`)."""
+        pages (`list_counts`)."""
         if sign < 0:
             self._check_others()
         if len(pages) and self._kept.any():
@@ -552,3 +556,349 @@ class Nimble(Policy):
         out.update(hot_list_last=int(self.hot_last), cold_list_last=int(self.cold_last),
                    copy_seconds=float(self.copy_seconds))
         return out
+
+
+# -- compiled kernels (tierlab.jit) --------------------------------------------
+@kernel
+def _list_hist(node_map, node, blocks, block, flags, mask, inserted, ntimes, nruns):
+    # (nruns[0]: the runs counted, address-order stretches of the node's pages of one
+    # list and index)
+    n = node_map.shape[0]
+    hist = np.zeros((2, ntimes), np.int64)
+    flat = hist.reshape(2 * ntimes)
+    # a run of pages of one list and index is counted in a register, added at its end:
+    # an increment in memory per page waits on the one before (store to load)
+    cur, run = 0, 0
+    for b in range(blocks.shape[0]):
+        nb = blocks[b]
+        if nb == 0:
+            continue
+        lo, hi = b * block, min((b + 1) * block, n)
+        full = nb == hi - lo  # every page of the block is the node's
+        for p in range(lo, hi):
+            if full or node_map[p] == node:
+                key = (ntimes if (flags[p] & mask) != 0 else 0) + inserted[p]
+                if key == cur:
+                    run += 1
+                else:
+                    flat[cur] += run
+                    nruns[0] += 1 if run else 0
+                    cur, run = key, 1
+    flat[cur] += run
+    nruns[0] += 1 if run else 0
+    return hist
+
+
+@helper
+def _list_bounds(hist, take, pos, end):
+    # per list k and index u (at k * ntimes + u): where its next page goes in the
+    # list's output (pos) and where its part ends (end): all its pages below the index
+    # reached by the list's first take[k] pages, the first ones in address order at
+    # that index, none above; returns take's sum
+    ntimes = hist.shape[1]
+    left = 0
+    for k in range(2):
+        m = take[k]
+        left += m
+        s = 0
+        for u in range(ntimes):
+            if s >= m:
+                break
+            pos[k * ntimes + u] = s
+            s = min(s + hist[k, u], m)
+            end[k * ntimes + u] = s
+    return left
+
+
+@helper(inline=True)
+def _inactive_rule(f, ref, active, referenced):
+    # shrink_inactive_page_list on a page of flags f, referenced (ref) or not: two
+    # touches activate (returns the new flags and whether it was activated)
+    if ref:
+        act = (f & referenced) != 0
+        return (f | referenced | (active if act else 0)), act
+    return f & ~referenced, False
+
+
+@helper
+def _nimble_flush(buf, m, lam, u, ref, checked, w_tab, starts, soff, rate, ends, w_a,
+                  use_max, whi, multi, rs, jump, prev, c, flags, inserted, t, mask,
+                  referenced, up, nup):
+    # `_list_emit`'s m buffered pages of one index: their bits drawn from its
+    # stream state rs (`_draw_pages`, as `_draw_accessed` draws them), then
+    # `nimble_inactive`'s rule; returns (prev, c, pages activated so far)
+    prev, c = _draw_pages(lam, u, buf[:m], checked, True, w_tab, starts, soff, rate, ends,
+                          w_a, use_max, whi, multi, rs, jump, ref, 0, prev, c)
+    for i in range(m):
+        p = buf[i]
+        f, act = _inactive_rule(flags[p], ref[i], mask, referenced)
+        if act:
+            up[nup] = p
+            nup += 1
+        flags[p] = f
+        inserted[p] = t
+        checked[p] = t
+    return prev, c, nup
+
+
+@kernel
+def _list_emit(node_map, node, blocks, block, flags, mask, inserted, hist, take, out0,
+               out1, track, use_track, mins, draw, referenced, checked, up, t, w_tab,
+               starts, soff, rate, ends, w_a, use_max, whi, multi, st, jump, bh, bl, buf,
+               lam, u, ref):
+    # the first take[k] pages of list k (list order: insertion index, then address)
+    # into out0[:take[0]] and out1[:take[1]], with min(track) of each list's in mins
+    # if use_track; or, with `draw`, Nimble's aging of list 0's (`Nimble._age`: the
+    # accessed bits of `AccessedBits.test_since_table` and `nimble_inactive`) in the
+    # same pass instead of listing them: each page's bit drawn as `_draw_accessed`
+    # draws it at its place in the list (an index's pages draw on from the stream
+    # state where its part of the list starts, kept in bh, bl), in blocks of pages of
+    # one index up to buf's size (`_nimble_flush`), then the rule applied, the
+    # activated pages into up in address order, and st left take[0] steps on. Returns
+    # how many were activated, -1 where the node has fewer pages than hist promised.
+    n = node_map.shape[0]
+    ntimes = hist.shape[1]
+    pos = np.zeros(2 * ntimes, np.int64)
+    end = np.zeros(2 * ntimes, np.int64)
+    left = _list_bounds(hist, take, pos, end)
+    if draw:
+        for v in range(ntimes):
+            if end[v] > pos[v]:
+                bh[v], bl[v] = _pcg_advance(st[0], st[1], pos[v], jump)
+        st[0], st[1] = _pcg_advance(st[0], st[1], take[0], jump)
+    if left == 0:
+        return 0
+    rs = np.empty(2, np.uint64)
+    # the current run's list and index (cur), place (q) and end (e) in registers,
+    # written back when the run ends (a place kept in memory per page waits on the
+    # store before it); as mn0, mn1 for mins; the pages buffered (m) are of one
+    # index (bk), drawn from its stream state (rs) before a page of another index is
+    # buffered
+    cur = 0
+    q, e = pos[0], end[0]
+    mn0, mn1 = mins[0], mins[1]
+    bk = 0
+    rs[0], rs[1] = bh[0], bl[0]
+    prev, c = np.nan, 0.0
+    nup, m = 0, 0
+    for b in range(blocks.shape[0]):
+        nb = blocks[b]
+        if nb == 0:
+            continue
+        a0, a1 = b * block, min((b + 1) * block, n)
+        full = nb == a1 - a0
+        for p in range(a0, a1):
+            if full or node_map[p] == node:
+                key = (ntimes if (flags[p] & mask) != 0 else 0) + inserted[p]
+                if key != cur:
+                    pos[cur] = q
+                    cur = key
+                    q, e = pos[key], end[key]
+                if q < e:
+                    if key >= ntimes:
+                        out1[q] = p
+                        if use_track and track[p] < mn1:
+                            mn1 = track[p]
+                    elif not draw:
+                        out0[q] = p
+                        if use_track and track[p] < mn0:
+                            mn0 = track[p]
+                    else:
+                        if key != bk:
+                            if m:
+                                prev, c, nup = _nimble_flush(
+                                    buf, m, lam, u, ref, checked, w_tab, starts, soff,
+                                    rate, ends, w_a, use_max, whi, multi, rs, jump, prev, c,
+                                    flags, inserted, t, mask, referenced, up, nup)
+                                m = 0
+                            bh[bk], bl[bk] = rs[0], rs[1]
+                            bk = key
+                            rs[0], rs[1] = bh[bk], bl[bk]
+                        buf[m] = p
+                        m += 1
+                        if m == buf.shape[0]:
+                            prev, c, nup = _nimble_flush(
+                                buf, m, lam, u, ref, checked, w_tab, starts, soff, rate,
+                                ends, w_a, use_max, whi, multi, rs, jump, prev, c, flags,
+                                inserted, t, mask, referenced, up, nup)
+                            m = 0
+                    q += 1
+                    left -= 1
+        if left == 0:
+            break
+    if m:
+        prev, c, nup = _nimble_flush(buf, m, lam, u, ref, checked, w_tab, starts, soff,
+                                     rate, ends, w_a, use_max, whi, multi, rs, jump, prev,
+                                     c, flags, inserted, t, mask, referenced, up, nup)
+    mins[0], mins[1] = mn0, mn1
+    return nup if left == 0 else -1  # -1: fewer pages than the counts promised
+
+
+def _list_counts_numpy(pages, node_map, flags, mask, inserted, hist, kept, sign):
+    d = node_map[pages]
+    ok = d != 255
+    ok[ok] = kept[d[ok]]
+    p, d = pages[ok], d[ok]
+    np.add.at(hist, (d, ((flags[p] & mask) != 0).astype(np.int64), inserted[p]), sign)
+
+
+@kernel(numpy=_list_counts_numpy)
+def _list_counts(pages, node_map, flags, mask, inserted, hist, kept, sign):
+    # hist[node, list, index] += sign for each page on a node kept (list 1: flags & mask
+    # set; index: its insertion index)
+    for i in range(pages.shape[0]):
+        p = pages[i]
+        d = node_map[p]
+        if d != 255 and kept[d]:
+            hist[d, 1 if flags[p] & mask else 0, inserted[p]] += sign
+
+
+def list_counts(hist, kept, pages, node_map, flags, mask: int, inserted, sign: int) -> None:
+    """Kept LRU list counts (`LruLists.hist` of each node, as hist[node]) less (sign -1)
+    or plus (+1) `pages` at their places (node, list: flags & mask set, insertion
+    index), on the nodes where `kept` is set: the counts follow pages that move or
+    are re-inserted without a count of every page."""
+    _list_counts(np.asarray(pages, dtype=np.int64), node_map, flags,
+                 np.uint8(mask), inserted, hist, kept, np.int64(sign))
+
+
+@kernel
+def _nimble_inactive(scan, ref, flags, inserted, checked, now, active, referenced):
+    up = np.zeros(scan.shape[0], np.bool_)
+    for i in range(scan.shape[0]):
+        p = scan[i]
+        flags[p], up[i] = _inactive_rule(flags[p], ref[i], active, referenced)
+        inserted[p] = now
+        checked[p] = now
+    return up
+
+
+@kernel
+def _nimble_active(dscan, flags, inserted, checked, now, clear):
+    for i in range(dscan.shape[0]):
+        p = dscan[i]
+        flags[p] &= ~clear
+        inserted[p] = now
+        checked[p] = now
+
+
+def nimble_inactive(scan, ref, flags, inserted, checked, now: int, active: int,
+                    referenced: int) -> np.ndarray:
+    """Nimble's inactive-list pass over `scan` after page_referenced gave `ref`:
+    referenced twice -> active (PG_referenced kept), referenced once -> PG_referenced,
+    else cleared; insertion and check indexes -> now. Returns which were activated."""
+    return _nimble_inactive(scan, ref, flags, inserted, checked,
+                            inserted.dtype.type(now), np.uint8(active),
+                            np.uint8(referenced))
+
+
+def nimble_active(dscan, flags, inserted, checked, now: int, clear: int) -> None:
+    """Nimble's active-list pass: every page of `dscan` deactivated (flags & ~clear,
+    PG_referenced as it was), insertion and check indexes -> now."""
+    _nimble_active(dscan, flags, inserted, checked, inserted.dtype.type(now),
+                   np.uint8(clear))
+
+
+#: `LruLists.age_inactive`'s least mean run of the lists' pages (one list and index in
+#: address order): a page drawn after one of another index ends a block of draws, a
+#: call of some 30 arguments (at 8, about what listing and drawing apart cost a page)
+RUN_MIN = 8
+
+
+class LruLists:
+    """The two LRU lists of one node (flags & mask == 0 or == mask), tail first: pages
+    ordered by their insertion index (`inserted`, < ntimes), equal indexes by address,
+    as `pages[np.argsort(inserted[pages], kind="stable")]` orders the node's pages in
+    address order. A counting sort: one pass over the blocks holding the node's pages
+    (`blocks`: its page count per `block` pages) counts both lists by index, one more
+    emits the first pages of either or both; no per-page temporaries. Given `hist`
+    (the counts, kept by the caller through every change since a count), the counting
+    pass is skipped and `runs` is the caller's estimate of the stretches."""
+
+    def __init__(self, node_map, node: int, blocks, block: int, flags, mask: int,
+                 inserted, ntimes: int, hist=None, runs: int = 0):
+        self.args = (node_map, np.uint8(node), np.ascontiguousarray(blocks), int(block),
+                     flags, np.uint8(mask))
+        self.mask, self.inserted = int(mask), inserted
+        # page numbers in 4 bytes while they fit (5 TiB of 4 KiB pages do)
+        self._pdt = page_dtype(node_map.shape[0])
+        if hist is not None:  # the counts kept by the caller (at least ntimes indexes)
+            self.hist, self.runs = hist, int(runs)
+            return
+        nruns = np.zeros(1, np.int64)
+        #: each list's pages by insertion index (list 0: the mask clear)
+        self.hist = _list_hist(*self.args, inserted, int(ntimes), nruns)
+        #: address-order stretches of the node's pages of one list and index
+        self.runs = int(nruns[0])
+
+    def lengths(self):
+        """(inactive, active): the lists' lengths (the mask clear, set)."""
+        return int(self.hist[0].sum()), int(self.hist[1].sum())
+
+    def first(self, n_clear: int, n_set: int, track=None, scratch=None):
+        """The first n_clear pages of the list with the mask clear and the first n_set
+        of the one with it set, in one pass (int32 page numbers below 2^31 pages).
+        Given `track` (an integer array over all pages), also min(track[pages]) of
+        each list's pages from the same pass (the dtype's max if none). Given
+        `scratch` (a `Scratch`), the pages are written into its two arrays, kept
+        between calls, and the results are views of them, valid until its next use:
+        a fresh array of a list's pages is a fresh mapping, faulted in a page at a
+        time at every pass (Nimble at bench_memsim: 438 k of its 957 k page faults)."""
+        use = track is not None
+        tr = track if use else np.zeros(1, np.uint8)
+        mins = np.full(2, np.iinfo(tr.dtype).max, tr.dtype)
+        outs = (Scratch() if scratch is None else scratch).get((self._pdt, n_clear),
+                                                               (self._pdt, n_set))
+        self._emit(n_clear, n_set, *outs, tr, use, mins, False, 0, self.inserted,
+                   outs[0], 0, *_NO_DRAWS, 1)
+        return (outs, mins) if use else outs
+
+    def _emit(self, n_clear, n_set, out0, out1, track, use_track, mins, draw, referenced,
+              checked, up, t, w_tab, starts, soff, rate, ends, w_a, use_max, whi, multi,
+              st, jump, nb):
+        """`_list_emit` with its buffers (nb entries: DRAW_BLOCK where it draws)."""
+        nt = self.hist.shape[1] if draw else 1
+        got = _list_emit(
+            *self.args, self.inserted, self.hist,
+            np.array([n_clear, n_set], dtype=np.int64), out0, out1, track, bool(use_track),
+            mins, bool(draw), np.uint8(referenced), checked, up, int(t), w_tab, starts,
+            soff, rate, ends, w_a, use_max, whi, bool(multi), st, jump,
+            np.zeros(nt, np.uint64), np.zeros(nt, np.uint64), np.empty(nb, self._pdt),
+            np.empty(nb), np.empty(nb), np.empty(nb, np.bool_))
+        if got < 0:
+            raise RuntimeError(f"LRU lists of node {int(self.args[1])}: their counts "
+                               "promise more pages than the node holds")
+        return got
+
+    def age_inactive(self, n_clear: int, n_set: int, checked, referenced: int, t: int,
+                     draws, rng, scratch=None):
+        """Nimble's aging of the first n_clear pages of the list with the mask clear
+        (`Nimble._age`) in one pass (`_list_emit`), as the listing (`first`), the
+        draws of `AccessedBits.test_since_table` (`draws`: its `table_draws` for the
+        check times `checked` indexes) and `nimble_inactive` would age them, with the
+        same bits and rng's stream left where they leave it, but no array of the pages.
+        Returns (the activated pages in address order, the first n_set pages of the
+        list with the mask set), views of `scratch`'s arrays if given; None without
+        numba, where rng's bit generator is not PCG64, or where the lists' runs are
+        short (under RUN_MIN pages on average), and the caller ages apart."""
+        if self.runs * RUN_MIN > int(self.hist.sum()):
+            return None
+        pcg = _pcg_take(rng)
+        if pcg is None:
+            return None
+        up, out1 = (Scratch() if scratch is None else scratch).get((self._pdt, n_clear),
+                                                                   (self._pdt, n_set))
+        w_tab, tables = draws
+        mins = np.zeros(2, np.uint8)
+        nup = self._emit(n_clear, n_set, up, out1, mins, False, mins, True, referenced,
+                         checked, up, t, w_tab, *tables, pcg[2], pcg[3],
+                         rate_draws.DRAW_BLOCK)
+        _pcg_put(*pcg)
+        return up[:nup], out1
+
+    def list(self, on: bool, half: bool = False):
+        """(pages, the list's length): the list with the mask set (`on`) or clear;
+        with `half` only its older half (the first len // 2)."""
+        total = self.lengths()[int(on)]
+        m = total // 2 if half else total
+        return self.first(0 if on else m, m if on else 0)[int(on)], total

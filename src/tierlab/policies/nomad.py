@@ -41,11 +41,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.lru import REFERENCED
-from ..kernels import unique_in_order
 from ..params import parse_number
 from .autonuma import UNALLOC
 from .base import POLICIES
 from .tpp import Tpp
+from ..structures import unique_in_order
 
 PROMOTE_QUEUE_LEN = 1 << 9  #: async_promote_main.c
 NEED_ACTIVE, NEED_REFERENCED, NEED_COLD = 1, 2, 3  #: later faults until queued

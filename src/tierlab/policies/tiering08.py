@@ -97,13 +97,13 @@ import numpy as np
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..field import uniq
-from ..kernels import PageBits, page_dtype
 from ..monitors.base import Monitor, backend_of
 from ..monitors.hint_faults import make_hint_faults
 from ..monitors.primitives import PTE_CHECK_SECONDS
 from ..params import parse_flag
 from ..units import PAGE, parse_duration, parse_size
 from .base import POLICIES, Policy
+from ..structures import PageBits, page_dtype
 
 
 # -----------------------------------------------------------------------------------

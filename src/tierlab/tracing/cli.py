@@ -103,7 +103,7 @@ def cmd_trace_info(a) -> int:
         print(json.dumps(info, indent=1))
         return 0
     from rich.table import Table
-    from ..cli import out
+    from ..console import out
     t = Table(title=str(a.file), show_header=False, title_justify="left")
     t.add_column("quantity", style="bold")
     t.add_column("value")

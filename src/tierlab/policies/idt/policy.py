@@ -107,13 +107,14 @@ import numpy as np
 
 from ...engine.memory import UNALLOC
 from ...errors import TierlabError
-from ...kernels import fill_ranges, slow_hits
 from ...monitors.base import MONITORS
 from ...monitors.idt_regions import HISTORY_RULES, history_distance
 from ...params import parse_choice, parse_flag, parse_fraction, parse_int, parse_number
 from ...units import parse_size
 from ..base import POLICIES, Policy
-from .agent import ACTIONS, REWARDS, PPOAgent, age_thres_for, reward, reward_paper, state_of
+from .agent import ACTIONS, PPOAgent, REWARDS, age_thres_for, reward, reward_paper, state_of
+from ...jit import kernel
+from ...engine.pagemap import fill_ranges
 
 
 PRP_RULES = ("public", "sum")
@@ -652,3 +653,62 @@ _variant("idt-damon", "IDT's policy on the plain DAMON monitor (IDT's intervals)
 _variant("idt-noprp", "IDT without PRP (ARP only).", default_prp="off")
 _variant("idt-norl", "IDT with age_thres fixed at its initial 10 (no RL).",
          default_age_thres=10)
+
+
+# -- compiled kernels (tierlab.jit) --------------------------------------------
+def _slow_hits_numpy(acc, start, end, node_map, top, by, dec, only_demoted, keys, room):
+    mid = (start + end - 1) // 2
+    node = node_map[mid]
+    j = np.flatnonzero(acc & (node != top) & (node != 255) &
+                       ((by[mid] > 0) | (not only_demoted)))
+    size = end[j] - start[j]
+    m = mid[j]
+    key = np.where(by[m] > 0, (by[m].astype(np.int64) - 1) * 256 + dec[m], -1)
+    sums = np.array([int(size[key == k].sum()) for k in keys], dtype=np.int64)
+    over = np.flatnonzero(size > room)
+    return j, int(size.sum()), sums, int(over[0]) if over.size else j.size
+
+
+@kernel(numpy=_slow_hits_numpy)
+def _slow_hits(acc, start, end, node_map, top, by, dec, only_demoted, keys, room):
+    # IDT._on_sample: the regions accessed whose middle page is allocated off `top`
+    # (and, with only_demoted, was demoted by IDT: by > 0); their pages in all; the
+    # pages of those charged to each awaiting decision keys[k] = (by - 1) * 256 + dec
+    # of the middle page; and how many lead before the first larger than `room`
+    r = acc.shape[0]
+    out = np.empty(r, np.int64)
+    sums = np.zeros(keys.shape[0], np.int64)
+    n = 0
+    total = 0
+    nfit = -1
+    for i in range(r):
+        if acc[i]:
+            m = (start[i] + end[i] - 1) // 2
+            c = node_map[m]
+            if c != top and c != 255 and (by[m] > 0 or not only_demoted):
+                size = end[i] - start[i]
+                if nfit < 0 and size > room:
+                    nfit = n
+                out[n] = i
+                n += 1
+                total += size
+                if by[m] > 0:
+                    key = (np.int64(by[m]) - 1) * 256 + np.int64(dec[m])
+                    for k in range(keys.shape[0]):
+                        if keys[k] == key:
+                            sums[k] += size
+    return out[:n], total, sums, n if nfit < 0 else nfit
+
+
+def slow_hits(acc, start, end, node_map, top: int, by, dec, only_demoted: bool, keys,
+              room: int):
+    """IDT's slow-tier hits of one sampling interval in one pass: (j, pages, sums,
+    nfit) for the regions j accessed (`acc`) whose middle page m = (start + end - 1)
+    // 2 is allocated off `top` (with `only_demoted`, only those with by[m] > 0: IDT
+    demoted them); `pages`, their pages in all; sums[k], the pages of those whose
+    by[m], dec[m] name the awaiting decision keys[k] = (by - 1) * 256 + dec; nfit, how
+    many of j come before the first larger than `room` pages."""
+    j, total, sums, nfit = _slow_hits(
+        acc, start, end, node_map, np.uint8(top), by, dec, bool(only_demoted),
+        np.asarray(keys, dtype=np.int64), np.int64(room))
+    return j, int(total), sums, int(nfit)

@@ -159,14 +159,15 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..engine.memory import BLOCK, UNALLOC
-from ..errors import TierlabError
-from ..kernels import cooled_bins, memtis_cool, set_counts, split_bins, unique_counts
-from ..monitors.pebs import Pebs, parse_core
-from ..params import parse_flag, parse_int
-from ..units import PAGE, parse_duration, parse_size
-from .base import POLICIES, Policy
-from .hemem import HP, halve
+from ...engine.memory import BLOCK, UNALLOC
+from ...errors import TierlabError
+from ...monitors.pebs import Pebs, parse_core
+from ...params import parse_flag, parse_int
+from ...units import PAGE, parse_duration, parse_size
+from ..base import POLICIES, Policy
+from ..hemem import HP, halve
+from ...structures import unique_counts
+from .bins import cooled_bins, memtis_cool, set_counts, split_bins
 
 #: `pebs_period_list` (htmm.h): the 30 load sample periods, primes 199..19997
 LOAD_PERIODS = (199, 293, 401, 499, 599, 701, 797, 907, 997, 1201, 1399, 1601, 1801,
@@ -370,7 +371,7 @@ class Memtis(Policy):
         #: every clock tick (lazily, before its next gain), and the clock ticks every
         #: cool_every samples, so it stays below 1024 x cool_every plus a new page's
         #: hotness factor (<= 2^16): 4 bytes whenever that fits (2,000,000 samples at
-        #: full scale: 2.05e9 < 2^32), else 8 (issue 18: 8 of memtis's 17 bytes/page)
+        #: full scale: 2.05e9 < 2^32), else 8 (8 of memtis's 17 bytes a page)
         bound = 1024 * self.cool_every + (1 << 17)
         self.cnt = np.zeros(nh * HP, dtype=np.uint32 if bound < 2**32 else np.int64)
         #: pages per bin of their cooled counts (`histograms`), kept through every
@@ -799,7 +800,7 @@ class Memtis(Policy):
         node = self.sim.mem.node
         nd = np.where(idx < self.npages, node[np.minimum(idx, self.npages - 1)], UNALLOC)
         first = np.where((nd != UNALLOC).any(axis=1), nd[np.arange(q.size),
-                                                       np.argmax(nd != UNALLOC, axis=1)],
+                                                         np.argmax(nd != UNALLOC, axis=1)],
                          UNALLOC)
         pick = []
         for n in np.unique(first):
