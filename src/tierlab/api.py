@@ -1,4 +1,4 @@
-"""The Python API: the CLI's verbs as functions (DESIGN.md, "Python API").
+"""The Python API: the CLI's verbs as functions (README.md, "What is there").
 
     import tierlab
     rec = tierlab.run(machine="optane-2tier", workload="gups:hotset", policy="oracle")
@@ -52,11 +52,11 @@ def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=Non
     """Run every combination; results are in a fixed order and do not depend on `jobs`
     or `cluster` (each run is seeded on its own). `on_done(job, record)` is called as
     runs finish. `cluster`: a Dask scheduler address, "local:N" or a distributed.Client
-    (issue 20); `out`: a directory where each finished run is appended to results.jsonl;
-    `resume`: skip the runs already there; `force`: start over in an `out` that
-    already holds a sweep (refused otherwise). Inside `with tierlab.sweep.Sweep(...)`,
-    without these, runs go through that sweep (sweep.py). `seeds` None: (0,), or those
-    of the enclosing `default_seeds` block."""
+    (docs/cluster.md); `out`: a directory where each finished run is appended to
+    results.jsonl; `resume`: skip the runs already there; `force`: start over in an
+    `out` that already holds a sweep (refused otherwise). Inside
+    `with tierlab.sweep.Sweep(...)`, without these, runs go through that sweep
+    (sweep.py). `seeds` None: (0,), or those of the enclosing `default_seeds` block."""
     seeds = _SEEDS.get() if seeds is None else seeds
     machines, workloads, policies, allocs, seeds = (
         check_list(v, k) for v, k in ((machines, "machines"), (workloads, "workloads"),

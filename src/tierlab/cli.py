@@ -1,4 +1,4 @@
-"""The `tierlab` command (DESIGN.md, "CLI").
+"""The `tierlab` command (docs/cli.md).
 
 Errors in what the user typed (unknown names, bad sizes, malformed files) print one
 line naming the bad value and the valid choices, and exit with status 2.
@@ -206,7 +206,7 @@ def cmd_run(a) -> int:
 
 def _sweep(a):
     """The sweep of a compare or reproduce: where runs execute (--jobs, --cluster) and
-    DIR/results.jsonl, continued with --resume DIR (issue 20; sweep.py). Sets a.out."""
+    DIR/results.jsonl, continued with --resume DIR (sweep.py). Sets a.out."""
     from .sweep import Sweep
     if a.resume and a.out and Path(a.out) != Path(a.resume):
         raise TierlabError(f"--resume {a.resume} with --out {a.out}: a resumed sweep "
@@ -552,7 +552,7 @@ def parser() -> argparse.ArgumentParser:
                         epilog=REPRODUCE_RUNS + EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     rp.add_argument("name", help="which paper: idt, hemem, telescope, johnny-cache, "
-                    "allocation, colloid; or beyond (issue 21: tierlab's own policy "
+                    "allocation, colloid; or beyond (tierlab's own policy "
                     "against every other and the oracle)")
     rp.add_argument("--out", help="output directory (required unless --resume)")
     rp.add_argument("--scale", type=_scale, default=None,

@@ -1,4 +1,4 @@
-"""User-facing errors: one clear line, exit status 2 (DESIGN.md, CLI contract)."""
+"""User-facing errors: one clear line, exit status 2 (docs/cli.md, "Errors")."""
 
 
 class TierlabError(ValueError):

@@ -1,6 +1,6 @@
 """The rate field: per-page read and write rates, piecewise constant in address.
 
-DESIGN.md, "The simulation model": every page p has a read rate and a write rate in
+docs/model.md, "Rate field": every page p has a read rate and a write rate in
 accesses per unit of work; the field is a sorted list of disjoint segments (page ranges)
 with one rate pair each, so its size follows the number of segments, never the address
 space. Pages outside every segment have rate 0. Prefix sums over segments answer range
@@ -29,7 +29,8 @@ def uniq(a, counts: bool = False, runs: bool = False):
 
 
 #: pages per bincount pass in `range_node_counts`: bincount widens its input to int64,
-#: so a 5 TiB segment (1.3e9 pages) in one pass would need 10 GB (DESIGN.md: < 4 GiB)
+#: so a 5 TiB segment (1.3e9 pages) in one pass would need 10 GB (the 5 TiB telemetry
+#: target is under 4 GiB, docs/benchmarks.md)
 _CHUNK = 1 << 24
 
 

@@ -61,15 +61,15 @@ class PolicyBackend:
 
 
 class TrueRatesError(RuntimeError):
-    """A policy reached for the workload's truth (DESIGN.md, "Monitor": a policy never
+    """A policy reached for the workload's truth (docs/writing-a-policy.md: a policy never
     reads the workload's true rates; only the oracle declares `uses_true_rates`)."""
 
 
 class PolicyView:
     """What a placement or allocation policy gets instead of the `Simulation`: the
-    backend interface of DESIGN.md ("time, nodes and their free space, monitors,
-    migrate, schedule"), forwarded to the simulation, and nothing that holds the
-    workload's truth.
+    backend interface (time, nodes and their free space, monitors, migrate, schedule;
+    docs/writing-a-policy.md, "The backend interface"), forwarded to the simulation, and
+    nothing that holds the workload's truth.
 
     Why a view and not checks on the `Simulation`: the engine and the monitors must keep
     reading the truth (monitors model the hardware: accessed bits, PEBS, hint faults,

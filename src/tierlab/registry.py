@@ -1,4 +1,5 @@
-"""Name registries and the `name:key=value,...` spec syntax (DESIGN.md, CLI contract).
+"""Name registries and the `name:key=value,...` spec syntax (docs/cli.md, "The spec
+grammar").
 
 Machines, workloads, policies, allocation policies and monitors register by name, as
 memtierd's trackers, policies and movers do: adding one means adding one module that

@@ -250,7 +250,7 @@ def run(machine="optane-2tier", workload="gups:hotset", policy="static",
     return rec
 
 
-#: named workload lists: `--workloads @baselines` (issue 3's suite)
+#: named workload lists: `--workloads @baselines` (the baselines suite, docs/baselines.md)
 SUITES = {
     "baselines": ["gups:uniform", "gups:hotset", "gups:dynamic", "graph:pr", "ycsb:a",
                   "ycsb:d", "stream", "masim:tiering"],

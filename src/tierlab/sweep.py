@@ -1,5 +1,5 @@
-"""Where a sweep's runs execute and where they go as they finish (issue 20; issue 19,
-"Results lost" and "Interrupts"; docs/cluster.md).
+"""Where a sweep's runs execute and where they go as they finish, so that an interrupt
+loses no finished run and stops every worker at once (docs/cluster.md).
 
 A `Sweep` runs lists of `runs.Job` on local processes (`jobs`) or as tasks on Dask's
 `distributed` scheduler (`cluster`: "tcp://host:8786", "local:N" for a LocalCluster of
@@ -238,9 +238,8 @@ def _version_gate(version: str):
 
 
 class _Board:
-    """The sweep's progress bar (issue 20, item 3): runs done of those submitted,
-    running, queued, and finished runs per worker; without a terminal, one line per
-    finished run."""
+    """The sweep's progress bar: runs done of those submitted, running, queued, and
+    finished runs per worker; without a terminal, one line per finished run."""
 
     def __init__(self, console):
         self.console = console
@@ -765,7 +764,7 @@ class _DeferredSignals:
 
 def _stop_pool(ex: ProcessPoolExecutor) -> None:
     """Stop a process pool now: SIGTERM to every worker, SIGKILL to those still alive
-    after a second, queued runs cancelled (issue 19, "Interrupts")."""
+    after a second, queued runs cancelled: an interrupt stops every worker at once."""
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) \
         if threading.current_thread() is threading.main_thread() else None
     try:

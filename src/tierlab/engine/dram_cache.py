@@ -1,5 +1,5 @@
 """Optane memory mode: DRAM as a direct-mapped cache in front of the memory the OS sees
-(Johnny Cache, OSDI'23; DESIGN.md, "direct-mapped DRAM cache").
+(Johnny Cache, OSDI'23; docs/johnny-cache.md).
 
 Units and frames. The address space is cut into frame-sized units (4 KiB pages, or
 2 MiB huge pages with `frame=2MiB`); a unit gets a physical frame from the frame

@@ -1,10 +1,11 @@
 """The simulation engine: clock, closed-loop progress, costs and metrics.
 
-DESIGN.md, "Engine": advances simulated time, runs components at their own periods,
-charges costs (access latency, bandwidth, migration copies and TLB shootdowns, hint
-faults, monitoring CPU) and records metrics. Between two events throughput is constant,
-so time advances analytically from event to event (workload changes keyed by work or
-time, component timers, metric samples, the end of the work).
+It advances simulated time, runs components at their own periods, charges costs
+(access latency, bandwidth, migration copies and TLB shootdowns, hint faults, monitoring
+CPU) and records metrics (docs/architecture.md, "The path of one run"). Between two
+events throughput is constant, so time advances analytically from event to event
+(workload changes keyed by work or time, component timers, metric samples, the end of
+the work).
 
 Policies do not get the `Simulation` itself but its `PolicyView` (keep it narrow):
 `now`, `machine`, `free(node)`, `node_of(pages)`, `migrate(pages, dst)`, `reclaim`,
@@ -45,7 +46,7 @@ SHADOW_TICK = 0.05  #: seconds between checks for writes to shadowed pages (NOMA
 
 @dataclass
 class Costs:
-    """Mechanism costs (ALGORITHMS.md, "Hardware figures").
+    """Mechanism costs (the machine's own, with their sources: docs/machines.md).
 
     mover: "linux" (move_pages: one copy thread per migration) or "nimble" (Nimble,
     ASPLOS'19: multi-threaded parallel copy and concurrent exchange of page pairs).
@@ -698,6 +699,6 @@ class Simulation(PolicyBackend):
         return self.record()
 
     def record(self) -> dict:
-        """The run record (DESIGN.md, results.json contract)."""
+        """The run record (reports/results.py; its fields: README.md, "What is there")."""
         from ..reports.results import make_record
         return make_record(self)

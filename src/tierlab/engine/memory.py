@@ -1,9 +1,10 @@
 """Page placement, watermarks and the mechanics of allocation and migration.
 
-Placement is one uint8 per 4 KiB page (the node id; 255 = not allocated), the one
-per-page array DESIGN.md allows. Watermarks follow Linux's min/low/high per node: an
-allocation takes a node while its free pages stay above `low` (the allocator's fast
-path), kswapd wakes below `low` and reclaims (here: demotes down the path) until `high`.
+Placement is one uint8 per 4 KiB page (the node id; 255 = not allocated): state that
+grows with the address space stays compact, at most a uint8 per page where it cannot be
+avoided. Watermarks follow Linux's min/low/high per node: an allocation takes a node
+while its free pages stay above `low` (the allocator's fast path), kswapd wakes below
+`low` and reclaims (here: demotes down the path) until `high`.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class Memory:
             self.capacity, (wmark_min, wmark_low, wmark_high))
         #: pages of each node in each BLOCK-page block of addresses, kept through every
         #: placement, free and move, so counts over address ranges cost O(blocks +
-        #: BLOCK per range end), not a pass over the pages (issue 17): 4 bytes per node
+        #: BLOCK per range end), not a pass over the pages: 4 bytes per node
         #: per 512 pages
         self.blocks = np.zeros((-(-self.npages // BLOCK), machine.nnodes), dtype=np.int32)
         self._cum = None

@@ -1,5 +1,6 @@
-"""NOMAD's kernel mechanisms (Xiang et al., OSDI'24; ALGORITHMS.md, "NOMAD"): transactional
-page migration (TPM) and the shadow copies of non-exclusive tiering.
+"""NOMAD's kernel mechanisms ("Nomad: Non-Exclusive Memory Tiering via Transactional Page
+Migration", Xiang et al., OSDI'24): transactional page migration (TPM) and the shadow
+copies of non-exclusive tiering.
 
 Both live in the kernel (lingfenghsiang/Nomad: nomad.patch, async_promote_main.c), not in
 the policy, and both depend on when the application writes a page, so they are modelled
@@ -23,11 +24,12 @@ The first write to a shadowed page is drawn in units of work (the rate field's c
 after Exp(1) / w_p work, w_p the page's writes per unit of work; when the field changes
 the remaining time is drawn again (memoryless).
 
-State is kept for the shadowed pages only (issue 18's target 3: a shadow byte and a
-2-byte generation for every page were 3 of NOMAD's 23 bytes a page at 10x bench_memsim,
-and a compaction's pass over every entry through them 18% of its CPU): a bit per page,
-and per shadow an entry (page and node) in creation order, a slot of a page -> entry
-map (`structures.PageMap`) and a place in the runs by expiry.
+State is kept for the shadowed pages only (the target of at most 16 bytes a page for
+every policy, docs/benchmarks.md: a shadow byte and a 2-byte generation for every page
+were 3 of NOMAD's 23 bytes a page at 10x bench_memsim, and a compaction's pass over
+every entry through them 18% of its CPU): a bit per page, and per shadow an entry (page
+and node) in creation order, a slot of a page -> entry map (`structures.PageMap`) and a
+place in the runs by expiry.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Closed-loop throughput from placement (DESIGN.md, "Closed loop").
+"""Closed-loop throughput from placement (docs/model.md, "Closed loop").
 
 Per unit of work a thread spends `compute_ns` plus the memory stall of its accesses:
 sum over nodes of reads x read latency + writes x write latency, divided by the

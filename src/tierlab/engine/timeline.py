@@ -3,7 +3,7 @@
 The engine advances in steps during which throughput is constant, so cumulative work
 W(t) is piecewise linear; stalls are flat pieces (no accesses). Monitors turn work into
 expected accesses: page p receives rate_p * (W(t1) - W(t0)) accesses in [t0, t1] while
-one field holds (DESIGN.md: exact in distribution for Poisson access streams).
+one field holds (exact in distribution for Poisson access streams).
 """
 from __future__ import annotations
 

@@ -199,7 +199,7 @@ class _Signals:
 
 
 def check_can_manage(pid: int | None, root: str = "/") -> None:
-    """The one-line refusals of issue 5: unknown pid, not root."""
+    """The real backend's one-line refusals: unknown pid, not root."""
     if pid is not None and not Path(root, "proc", str(pid)).exists():
         raise TierlabError(f"no process {pid}")
     if os.geteuid() != 0:

@@ -1,4 +1,4 @@
-"""Machine description (DESIGN.md, "Machine") and TOML loading."""
+"""Machine description (docs/machines.md) and TOML loading."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -106,7 +106,8 @@ class Machine:
     cpu_socket: socket the workload's threads run on.
     remote_lat_factor: latency multiplier for a node on another socket (Izraelevitz
     et al. 2019: remote adds ~50-70%).
-    migrate_bw: move_pages copy bandwidth per migrating thread (ALGORITHMS.md: 1-2 GB/s).
+    migrate_bw: move_pages copy bandwidth per migrating thread (4 KiB pages: about
+    1-2 GB/s; docs/machines.md).
     tlb_shootdown_s: stall of all app threads per migration batch.
     hint_fault_s: cost of one NUMA hint fault to the faulting thread (1-2 us).
     cores_per_socket: for deciding whether background threads steal app CPU.

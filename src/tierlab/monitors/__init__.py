@@ -1,4 +1,5 @@
-"""Monitors: what a real system can see of the accesses (DESIGN.md, "Monitor").
+"""Monitors: what a real system can see of the accesses (docs/architecture.md, "The
+path of one run", step 5).
 
 `source` answers questions about the access stream (statistical `RateSource`, exact
 `ExactSource` replay); `primitives` builds the hardware-like mechanisms the monitors

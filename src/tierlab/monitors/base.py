@@ -1,10 +1,10 @@
-"""Monitors: the registry and base class (DESIGN.md, "Monitor").
+"""Monitors: the registry and base class (docs/architecture.md, "The path of one run").
 
 A monitor observes only what a real system can see, through the primitives of
 `primitives.py` drawn from the simulation's access source (`sim.source`, `sim.bits`),
 runs at its own periods (`sim.every`) and charges its CPU with
 `sim.charge_cpu(seconds, "monitor")`. Policies construct the monitors they use; a
-registered monitor can also run alone (`tierlab telemetry`, issue 6).
+registered monitor can also run alone (`tierlab telemetry`).
 
 A policy hands its monitors the view of the simulation it was given
 (`interface.PolicyView`, which hides the workload's truth from policy code); a monitor

@@ -1,6 +1,6 @@
 """`damon`: Linux's Data Access MONitor (mm/damon, virtual address space operations).
 
-ALGORITHMS.md ("IDT" monitoring, "Telescope", "DAMON tiering"); every rule below was
+Facts from the IDT (HPDC'24) and Telescope (ATC'24) papers; every rule below was
 checked against the mainline sources of mm/damon/core.c and mm/damon/vaddr.c (2024-2025;
 each rule names the kernel function it follows).
 

@@ -1,5 +1,5 @@
 """`pebs`: PEBS sampling of memory accesses, as HeMem's sampling thread sees it
-(HeMem, SOSP'21; ALGORITHMS.md "HeMem" and "Johnny Cache").
+(HeMem, SOSP'21, webglider/hemem src/pebs.c; Johnny Cache, OSDI'23).
 
 Events (`events`, any of the three, joined by "+"): `fast_load` (loads served by a fast
 node: the DRAM nodes unless `fast` names others), `slow_load` (loads served by any

@@ -1,8 +1,8 @@
 """Access sources: what the memory accesses of a workload look like to a monitor.
 
-DESIGN.md, "The simulation model". Every monitor primitive (accessed bits, PEBS samples,
-NUMA hint faults) observes accesses through a filter, so it needs only four questions
-answered about the access stream, which both sources here implement:
+docs/model.md, "Rate field" and "Time". Every monitor primitive (accessed bits, PEBS
+samples, NUMA hint faults) observes accesses through a filter, so it needs only four
+questions answered about the access stream, which both sources here implement:
 
 ``accessed(a, b, t0, t1, rng) -> bool[]``
     was any page of [a, b) accessed during (t0, t1]? (t0 may be per entry)

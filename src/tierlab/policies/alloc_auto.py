@@ -1,6 +1,7 @@
 """`alloc-auto`: pick among the four allocation policies of the HPDC'23 poster online
 (dram-preferred, dram-always, pm-preferred, pm-always), since no single one wins
-everywhere (ALGORITHMS.md, "Allocation policies").
+everywhere (the poster: Maruf et al., "Allocation Policies Matter for Hybrid Memory
+Systems").
 
 At each first touch of n pages (`place`):
 

@@ -1,4 +1,4 @@
-"""Placement policies: the registry and the base class (DESIGN.md, "Policy").
+"""Placement policies: the registry and the base class (docs/writing-a-policy.md).
 
 A policy sees the machine through the simulation's narrow backend interface (time,
 nodes and their free space, monitors, migrate, schedule) and never the workload's true

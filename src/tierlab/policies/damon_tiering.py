@@ -1,5 +1,5 @@
 """`damon-tiering`: Linux's DAMON-based memory tiering (DAMOS migrate_hot/migrate_cold,
-Linux >= 6.11; ALGORITHMS.md "DAMON tiering").
+Linux >= 6.11; the kernel's mm/damon/ and samples/damon/mtier.c).
 
 The kernel's reference setup (samples/damon/mtier.c) runs two physical-address (paddr)
 DAMON contexts, one per node, with one scheme each:
@@ -284,7 +284,7 @@ class DamonTiering(Policy):
         super().attach(sim)
         if self.young and getattr(sim, "real", False):
             # the kernel applies this filter to each page's PTE inside DAMOS; from user
-            # space (tierlab daemon, issue 5) single pages' accessed bits are not visible
+            # space (tierlab daemon) single pages' accessed bits are not visible
             sim.note("damon-tiering: the young-page filter needs per-page accessed bits, "
                      "which user space cannot read; running with young=off")
             self.young = False

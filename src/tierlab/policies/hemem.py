@@ -1,5 +1,6 @@
 """`hemem`: HeMem (Raybuck et al., "HeMem: Scalable Tiered Memory Management for Big
-Data Applications and Real NVM", SOSP'21), from the facts in ALGORITHMS.md ("HeMem").
+Data Applications and Real NVM", SOSP'21), from the paper and its public code
+(webglider/hemem src/pebs.c, src/pebs.h).
 
 Granularity: 2 MiB pages (`HP` = 512 simulated 4 KiB pages, aligned); the hot and cold
 lists hold 2 MiB pages. A 2 MiB page is "in DRAM" when all its allocated 4 KiB pages
@@ -20,8 +21,9 @@ a global enqueue stamp (`seq`), so list operations are vectorised.
 Cooling (lazy halving with a global clock): every page keeps the clock value it last
 saw; when touched (a sample, the cooling cursor, the policy loop) its counters are
 first shifted right by (global clock - page clock), both counters (HeMem's sampling
-loop shifts only the sampled event's counter; ALGORITHMS.md states the rule for "every
-page's counts"). A sample is counted after the shift, then the page is classified.
+loop, src/pebs.c, shifts only the sampled event's counter; both are halved here, as
+cooling is described for all of a page's counts). A sample is counted after the shift,
+then the page is classified.
 When a sample leaves a page's sampled counter above `cooling` (18 in the likeliest
 original; forks 10-30) the global clock ticks. After a tick, a cursor walks each
 tier's hot list from the tail, up to `cool_pages` (8,192) pages per policy round,
@@ -260,7 +262,7 @@ class HeMem(Policy):
         return idx[sel]
 
     def is_hot(self, reads, writes) -> np.ndarray:
-        """HeMem's hot rule (ALGORITHMS.md): reads >= 8 or writes >= 4 samples."""
+        """HeMem's hot rule (SOSP'21; src/pebs.h): reads >= 8 or writes >= 4 samples."""
         return (np.asarray(reads) >= self.hot_reads) | (np.asarray(writes) >= self.hot_writes)
 
     def _halve(self, hps):

@@ -1,4 +1,5 @@
-"""Optane memory mode policies (Johnny Cache, OSDI'23; ALGORITHMS.md "Johnny Cache").
+"""Optane memory mode policies (Johnny Cache: Lepers and Zwaenepoel, "Johnny Cache: the
+End of DRAM Cache Conflicts (in Tiered Main Memory Systems)", OSDI'23).
 
 In memory mode the OS sees only the slow memory and the hardware caches it in DRAM,
 direct-mapped by physical frame (engine/dram_cache.py), so what software can change is

@@ -2,17 +2,16 @@
 "MULTI-CLOCK: Dynamic Tiering for Hybrid Memory Systems", HPCA'22), the tiering system
 that also hosts the HPDC'23 allocation-policy study (the `--alloc` dimension).
 
-Facts (paper and ALGORITHMS.md, "Linux and other baselines"): MULTI-CLOCK extends
-Linux's two-list CLOCK (active/inactive) with a third "promote" list on the lower-tier
-nodes; page selection uses both recency and frequency: a lower-tier page that is
-referenced while it is already on the active list joins the promote list; a kernel
-thread `kpromoted` per node runs every second (or when woken) and migrates the pages of
-the promote list to the upper tier; upper-tier (DRAM) inactive pages are demoted to the
-lower tier on reclaim (the Linux demotion path, kswapd). Up to 3.5x (352%) average
-throughput over the state of the art. A related kernel patch (Keith Busch, "mm: add new
-lru for page promotion") follows the same rule: an active page referenced again on a
-node with a promotion target moves to a promotion-candidate list, promoted when that
-node is scanned later.
+Facts (the paper): MULTI-CLOCK extends Linux's two-list CLOCK (active/inactive) with a
+third "promote" list on the lower-tier nodes; page selection uses both recency and
+frequency: a lower-tier page that is referenced while it is already on the active list
+joins the promote list; a kernel thread `kpromoted` per node runs every second (or when
+woken) and migrates the pages of the promote list to the upper tier; upper-tier (DRAM)
+inactive pages are demoted to the lower tier on reclaim (the Linux demotion path,
+kswapd). Up to 3.5x (352%) average throughput over the state of the art. A related
+kernel patch (Keith Busch, "mm: add new lru for page promotion") follows the same rule:
+an active page referenced again on a node with a promotion target moves to a
+promotion-candidate list, promoted when that node is scanned later.
 
 Model (`engine/lru.py` gives the 2Q lists: list membership is a flag byte, `PROMOTE`
 marks the promote list; a CLOCK hand per node and list sees a page as referenced when

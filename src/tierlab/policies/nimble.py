@@ -2,7 +2,7 @@
 Management for Tiered Memory Systems", ASPLOS'19) as a placement policy: Linux's
 active/inactive lists pick the pages, exchange migration swaps them.
 
-Sources (../shared/ALGORITHMS.md, "Nimble"; checked in the code): the kernel is
+Sources (the paper, checked in its public code): the kernel is
 ysarch-lab/nimble_page_management_asplos_2019 (mm/memory_manage.c: the `mm_manage`
 syscall, `shrink_lists`, `do_mm_manage`, `putback_overflow_pages`,
 `exchange_pages_between_nodes`), the launcher and scripts are

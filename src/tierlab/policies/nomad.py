@@ -1,5 +1,5 @@
 """`nomad`: NOMAD, non-exclusive memory tiering via transactional page migration (Xiang et
-al., OSDI'24), from the facts in ALGORITHMS.md ("NOMAD"), checked against
+al., OSDI'24), from the paper, checked against its public code,
 lingfenghsiang/Nomad (src/implementation_patches/nomad.patch, src/nomad_module/
 async_promote_main.c, src/linux-5.13-rc6/mm/memory.c).
 
@@ -33,7 +33,8 @@ them):
   `Kswapd`, one copy thread) is raised accordingly: pages cost a copy only when they have
   no shadow, so with a fraction s of the top node shadowed it frees rate / (1 - s) pages
   per second (at most 20x, an assumption: a remap still walks the rmap).
-Huge pages: TPM and shadowing are for base pages (ALGORITHMS.md); tierlab's pages are 4 KiB.
+Huge pages: TPM and shadowing are for base pages (nomad.patch mm/migrate.c,
+async_promote_main.c); tierlab's pages are 4 KiB.
 Linux backend: not runnable (NOMAD is a kernel patch and module).
 """
 from __future__ import annotations

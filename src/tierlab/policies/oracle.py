@@ -4,7 +4,7 @@ whenever the field or the allocation changes, places every page at no cost where
 closed loop (engine/throughput.py: latencies, loaded latency per node, bandwidth caps)
 is fastest.
 
-`objective=throughput` (the default, issue 17): the placement maximises the engine's
+`objective=throughput` (the default): the placement maximises the engine's
 throughput X. X depends on the placement only through the per-node read and write
 totals, so pages ranked hottest first are cut into bins (`bins` (2) of equal pages, plus
 a cut at every node's capacity in that order, so the hits placement is one of the
@@ -17,7 +17,7 @@ placement and the placed result is kept only if it is faster (`_best`), so it is
 placement when bandwidth does not bind, and spreads hot pages over the tiers when the
 fast tier's loaded latency exceeds theirs (Colloid's observation, SOSP'24). It is a
 bound within the bins' resolution; more bins were slower and not better here (SLSQP's
-local optima). Cost per change (issue 17): the solve over bins x nodes, and work that
+local optima). Cost per change: the solve over bins x nodes, and work that
 follows segments and moved pages, not the page map: the hot order is kept per piece
 (a piece's allocated pages take consecutive ranks, counted from the engine's per-block
 node counts, `Memory.blocks`), the desired node per rank as runs (`RankMap`), and the

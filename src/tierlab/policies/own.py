@@ -1,4 +1,4 @@
-"""`tierlab`: tierlab's own placement policy (issue 21). One configuration for every
+"""`tierlab`: tierlab's own placement policy. One configuration for every
 machine and workload; it puts together what the papers each did alone.
 
 Monitoring: DAMON regions (`monitors/damon.py`; on Linux the kernel's DAMON, so the same

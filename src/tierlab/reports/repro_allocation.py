@@ -1,6 +1,6 @@
 """`tierlab reproduce allocation`: the HPDC'23 poster "Allocation Policies Matter for
-Hybrid Memory Systems" (Maruf, Carlson, Ghosh, Saha, Bhimani, Rangaswami; ALGORITHMS.md,
-"Allocation policies") in the simulator, plus `alloc-auto`.
+Hybrid Memory Systems" (Maruf, Carlson, Ghosh, Saha, Bhimani, Rangaswami) in the
+simulator, plus `alloc-auto`.
 
 The four allocation policies (dram-preferred, dram-always, pm-preferred, pm-always) and
 `alloc-auto` under MULTI-CLOCK (the tiering system the poster's policies live in), IDT
@@ -31,7 +31,7 @@ ALLOC_WORKLOADS = ["ycsb:a", "ycsb:b", "ycsb:c", "ycsb:d", "ycsb:e", "ycsb:f", "
 #: default miniature: 7 workloads x 5 allocation policies x 3 tiering policies = 105
 #: runs in a few minutes on 2 cores
 ALLOC_SCALE = 1 / 64
-#: the real-trace row (issue 8): recorded RocksDB db_bench, 16 copies (16 threads,
+#: the real-trace row: recorded RocksDB db_bench, 16 copies (16 threads,
 #: 203 MiB) at full scale on a machine with 64 MiB of DRAM
 TRACE_MACHINE = "optane-2tier:dram=64MiB,optane=512MiB"
 #: (run from the repository's root, where the recording is committed; skipped elsewhere)

@@ -1,4 +1,4 @@
-"""`tierlab reproduce beyond`: issue 21's evaluation of tierlab's own policy (`tierlab`,
+"""`tierlab reproduce beyond`: the evaluation of tierlab's own policy (`tierlab`,
 policies/own.py) against every other system and the oracle.
 
 Scenarios:
@@ -6,12 +6,13 @@ Scenarios:
   `dram-cxl`, each with no antagonist and with Colloid's "2x" (a co-runner keeping 50% of
   the top DRAM node's bandwidth busy, `antagonist=NODE@50%`; repro_colloid.py's mapping,
   1x = 25%), at the reproduction's scale (default 1/64);
-- every recorded program in ../shared/traces (*.pg, relative to the working directory)
-  as a capacity-bound (scale 1) and a bandwidth-bound (scale 1/128) miniature with its
+- every pagegrind recording (*.pg, made with `tierlab trace record --out F.pg`,
+  docs/traces.md) in the directory `TRACES`, relative to the working directory, as a
+  capacity-bound (scale 1) and a bandwidth-bound (scale 1/128) miniature with its
   footprint about twice DRAM (reports/trace_regimes.py).
 
 Per cell: every policy's throughput over the oracle's (the bandwidth-aware one). The
-README checks issue 21's targets for `tierlab`: (1) within 5% of the oracle in every
+README checks the targets set for `tierlab`: (1) within 5% of the oracle in every
 cell, (2) geomean at least 1.10x the best other policy's, (3) never more than 2% below
 `static`, (4) migrated bytes at most 3x the footprint.
 """
@@ -99,7 +100,7 @@ def geomean(xs) -> float:
 
 
 def summarise(cells: list[dict], pols: list[str]) -> dict:
-    """Issue 21's four measurable targets for `tierlab`."""
+    """The four measurable targets for `tierlab` (docs/own-policy.md)."""
     own = [ratio(c["runs"], OWN) for c in cells]
     gm = {p: geomean(ratio(c["runs"], p) for c in cells) for p in pols}
     others = {p: v for p, v in gm.items() if p not in (OWN, "oracle")}
@@ -164,7 +165,7 @@ def readme(cells, pols, summary, scale, runs=()) -> str:
     title = "every other" if every else ", ".join(f"`{p}`" for p in others)
     subset = "" if every else ("The other systems are a subset, chosen with `--policies`: "
                                "\"best other\" below is the best of these.\n\n")
-    return f"""# tierlab's own policy against {title} (issue 21)
+    return f"""# tierlab's own policy against {title}
 
 {subset}Throughput over the oracle's (the bandwidth-aware bound) in every cell; `tierlab` is
 the project's own policy (docs/own-policy.md). Suite scenarios at scale {frac(scale)}; traces
@@ -175,7 +176,7 @@ of the top DRAM node's bandwidth.
 
 ![every policy over the oracle, per cell](beyond.png)
 
-## Issue 21's targets, measured
+## The targets, measured
 - cells: {summary['cells']}; `tierlab` within 5% of the oracle in {summary['own_within_5pct']}
   of them (lowest {summary['own_over_oracle_min']:.2f})
 - geomean over the oracle: `tierlab` {gm[OWN]:.3f}; best other `{summary['best_other']}`

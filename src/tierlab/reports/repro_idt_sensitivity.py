@@ -1,5 +1,5 @@
 """`tierlab reproduce idt --sensitivity --out DIR`: IDT's (HPDC'24) sensitivity study
-(backup slide; ALGORITHMS.md, "IDT", "Sensitivity") in the simulator.
+(a backup slide of the paper's presentation) in the simulator.
 
 Two grids of `idt` parameters, each cell's performance normalised to the default cell:
 

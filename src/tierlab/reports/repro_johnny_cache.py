@@ -1,5 +1,5 @@
 """`tierlab reproduce johnny-cache`: Johnny Cache (OSDI'23) against Linux's memory mode
-and HeMem (ALGORITHMS.md, "Johnny Cache").
+and HeMem (SOSP'21), as the Johnny Cache paper compares them.
 
 The same hardware two ways: Optane in memory mode behind a 32 GiB direct-mapped DRAM
 cache of 2 MiB slots (`linux-mm`, `jc-static`, `jc-dynamic`), and Optane in app-direct

@@ -249,7 +249,7 @@ record` (tests/data/traces, scripts/traces), 16 copies each, at full scale on
 
 
 #: HeMem (SOSP'21) GUPS: 512 GiB footprint, hot sets 1-256 GiB, 16 threads, on a machine
-#: with HeMem's 192 GiB of DRAM and 768 GiB of Optane (ALGORITHMS.md, "HeMem")
+#: with HeMem's 192 GiB of DRAM and 768 GiB of Optane (docs/hemem.md)
 HEMEM_MACHINE = "optane-2tier:dram=192GiB,optane=768GiB"
 HEMEM_HOT_GIB = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 HEMEM_POLICIES = ["hemem", "static", "autonuma-tiering", "damon-tiering", "idt", "oracle"]

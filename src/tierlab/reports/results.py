@@ -1,4 +1,4 @@
-"""The run record (DESIGN.md, "results.json") and its CSV/JSON files."""
+"""The run record (its fields: README.md, "What is there") and its CSV/JSON files."""
 from __future__ import annotations
 
 import csv

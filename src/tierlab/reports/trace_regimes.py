@@ -1,6 +1,6 @@
-"""Recorded programs as capacity-bound and bandwidth-bound miniatures (the developers'
-guide: traces with `copies=` so the footprint is about twice DRAM, where capacity binds
-and where bandwidth binds at `--scale 1/128`). Used by benchmarks/bench_idt_traces.py
+"""Recorded programs as capacity-bound and bandwidth-bound miniatures (traces with
+`copies=` so the footprint is about twice DRAM, where capacity binds and where bandwidth
+binds at `--scale 1/128`). Used by benchmarks/bench_idt_traces.py
 and `tierlab reproduce beyond`.
 
 Each trace runs as `trace:PATH,copies=K` on `optane-4tier:dram=X,optane=Y` (path dram0 ->

@@ -10,12 +10,12 @@ from ..params import argtype, parse_int
 from . import record as _record
 
 IMPORT_HELP = """\
-Converts a pagegrind .pg file (tools/pagegrind, or the traces in ../shared/traces/) to
+Converts a pagegrind .pg file (tools/pagegrind; `tierlab trace record --out F.pg`) to
 tierlab's .npz trace format (docs/trace-format.md): one window per pagegrind epoch,
 records sorted by page with duplicates summed, each epoch's access count kept. The
 .npz is smaller and loads faster; `--workload trace:F.pg` also works without importing.
 
-example:  tierlab trace import /work/shared/traces/gapbs-pr-g16.pg --out pr.npz
+example:  tierlab trace import redis.pg --out redis.npz
 """
 
 INFO_HELP = """\

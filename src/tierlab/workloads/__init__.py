@@ -1,4 +1,4 @@
-"""Workload generators (DESIGN.md, "Workload"): importing this package registers them.
+"""Workload generators (docs/workloads.md): importing this package registers them.
 
 Built in: gups (uniform, hotset, dynamic, gupspp), masim:PATH, ycsb:a..f, stream, graph,
 trace:PATH. Each module documents its work unit, parameters and where its defaults come

@@ -12,7 +12,7 @@ from ..units import PAGE
 
 # ---------------------------------------------------------------------------------
 
-DRAM_NS = 81.0  #: idle local DRAM latency used to size default work (ALGORITHMS.md)
+DRAM_NS = 81.0  #: idle local DRAM latency (Izraelevitz et al. 2019); sizes default work
 #: the most work a workload may be given (updates, ops, sweeps, iterations): 1e15
 #: accesses at 1e9/s is eleven days of simulated time
 MAX_WORK = 1e15

@@ -1,4 +1,4 @@
-"""Workloads: where accesses go as a function of progress (DESIGN.md, "Workload").
+"""Workloads: where accesses go as a function of progress (docs/model.md, "Rate field").
 
 A workload is a fixed amount of work (``total_work`` units: updates, operations,
 iterations) whose accesses follow a rate field (per page, accesses per unit of work).

@@ -6,7 +6,7 @@ cache line (rates per update sum to 2: 1 read, 1 write).
 Variants:
 
 - ``uniform``: updates spread uniformly over the whole array.
-- ``hotset`` (HeMem's GUPS and IDT's "hot set" pre-training pattern, ALGORITHMS.md):
+- ``hotset`` (HeMem's GUPS, SOSP'21, and IDT's "hot set" pre-training pattern, HPDC'24):
   a contiguous hot range of ``hot`` bytes receives ``hot_frac`` (0.9) of the updates;
   the other updates go uniformly to the *rest* of the array, so ``hot_frac`` is exactly
   the hot range's share of accesses.

@@ -8,7 +8,7 @@ write (k = 1: 1/8 read + 1/8 write): rates per element sum to k/8 (1/4 for k = 1
 Every array gets a uniform field (a sweep visits every page equally often; within a
 short monitoring interval a real sweep touches only a window, which this model does
 not show). Johnny Cache found caching worse than migration for such streaming sets
-larger than the cache (ALGORITHMS.md).
+larger than the cache (OSDI'23: NAS MG and CG).
 
 Allocation: arrays in order (a, b, c, ...), each in address order, at work 0.
 

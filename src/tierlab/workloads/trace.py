@@ -63,7 +63,7 @@ Defaults: 1 thread (pagegrind serialises threads), memory-level parallelism 4, 1
 compute per access. pagegrind counts every data access, cache hits included, so
 absolute simulated times are pessimistic; relative comparisons of placements hold.
 
-pagegrind ``.pg`` format (/work/shared/traces/README.md): little-endian epochs of a
+pagegrind ``.pg`` format (docs/trace-format.md): little-endian epochs of a
 32-byte header (u64 magic "PGEMPRG1", u64 epoch number, u64 nrec, u64 accesses) and
 nrec records (u64 vpn, u32 reads, u32 writes). `from_pagegrind` parses it vectorised
 (one numpy view per epoch), sorts each epoch by page and merges duplicate records;
@@ -346,7 +346,7 @@ def _load_npz(path: str) -> TraceData:
 
 
 def from_pagegrind(path) -> TraceData:
-    """Read a pagegrind .pg file (format in /work/shared/traces/README.md)."""
+    """Read a pagegrind .pg file (format in docs/trace-format.md)."""
     path = str(path)
     try:
         buf = Path(path).read_bytes()

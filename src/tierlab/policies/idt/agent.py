@@ -1,5 +1,5 @@
-"""IDT's demotion agent: PPO over three age-threshold actions (HPDC'24; ALGORITHMS.md
-"RL agent").
+"""IDT's demotion agent: PPO over three age-threshold actions (HPDC'24 and its slides,
+"RL: Design"; public code scale-snu/IDT).
 
 - state: min, q1, q2, q3, max of the ages of a node's regions at or below the access
   threshold (`state_of`); the network sees log1p of them, since ages span 0..10^4

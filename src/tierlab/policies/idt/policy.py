@@ -225,7 +225,7 @@ class IDT(Policy):
         name = self.monitor_name
         if name == "idt-regions" and getattr(sim, "real", False) and \
                 not getattr(sim.kernel, "idle_page_tracking", False):
-            # issue 5: IDT's own sampling needs per-page accessed bits from user space
+            # on Linux, IDT's own sampling needs per-page accessed bits from user space
             # (idle page tracking, linux/idle_sampler.py); without it the Linux backend
             # runs IDT's policy on the kernel's DAMON with IDT's intervals, and says so.
             sim.note("idt: IDT's region monitor needs per-page accessed bits from idle "

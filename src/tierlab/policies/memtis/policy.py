@@ -1,9 +1,9 @@
 """`memtis`: MEMTIS (Lee et al., "MEMTIS: Efficient Memory Tiering with Dynamic Page
-Classification and Page Size Determination", SOSP'23), from the facts in
-../shared/ALGORITHMS.md ("MEMTIS (SOSP'23)"), checked against cosmoss-jigu/memtis
-(linux/mm/htmm_core.c, htmm_sampler.c, htmm_migrater.c, include/linux/htmm.h,
-mm/mempolicy.c, mm/memcontrol.c, mm/huge_memory.c). Section names below are
-ALGORITHMS.md's; function names are the kernel's.
+Classification and Page Size Determination", SOSP'23), from the paper, checked
+against its public code, cosmoss-jigu/memtis (linux/mm/htmm_core.c, htmm_sampler.c,
+htmm_migrater.c, include/linux/htmm.h, mm/mempolicy.c, mm/memcontrol.c,
+mm/huge_memory.c). Quoted names below only label the rules; function names are the
+kernel's (docs/memtis.md, "Rules implemented", pairs each rule with its kernel source).
 
 Tiers. MEMTIS is 2-tier (one toptier node, `next_demotion_node` for the other; the
 CXL mode fixes nodes 0 and 1). Here the fast tier is the top of `machine.demotion`
