@@ -280,6 +280,21 @@ def test_telemetry_command_writes_its_files(tmp_path, capsys):
     assert len(lines) == 1 + sum(len(e["series"]["t"]) for e in res["monitors"])
 
 
+def test_telemetry_says_when_the_workload_has_no_hot_page(tmp_path, capsys):
+    """masim:zigzag spreads its accesses evenly: under the relative truth no page is hot
+    in any window, and the command says so under its table instead of leaving
+    "precision 0.0%, recall -" unexplained; a workload with a hot set gets no note."""
+    rc = main(["telemetry", "--workload", "masim:zigzag", "--monitors", "damon",
+               "--out", str(tmp_path / "z")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "note: masim:zigzag has no hot page under --truth relative in any window (no " \
+        "page reached 2x the footprint's mean access rate)" in " ".join(out.split())
+    rc = main(["telemetry", "--workload", "masim:hotcold", "--monitors", "damon",
+               "--out", str(tmp_path / "h")])
+    assert rc == 0 and "no hot page" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("monitors,needle", [
     ("nosuch", "unknown monitor 'nosuch'; valid:"),
     ("telescope-flex:error=lots", "bad telescope-flex error"),

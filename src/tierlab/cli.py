@@ -350,7 +350,8 @@ def _reproduction_report(outdir: Path, a):
 
 def cmd_telemetry(a) -> int:
     from rich.table import Table
-    from .reports.telemetry import run_telemetry, split_monitors, write_telemetry
+    from .reports.telemetry import (REL_HOT, run_telemetry, split_monitors,
+                                    write_telemetry)
     monitors = split_monitors(a.monitors)
     api.writable_dir(a.out, "--out")
     with _progress() as prog:
@@ -383,6 +384,13 @@ def cmd_telemetry(a) -> int:
                   f"{e['monitor_cpu_seconds']:.3g} s ({100 * e['cpu_share']:.2g}%)",
                   f"{e['wall_seconds']:.1f}")
     out.print(t)
+    if res["monitors"] and not any(any(e["series"]["true_hot_bytes"])
+                                   for e in res["monitors"]):
+        why = (f" (no page reached {REL_HOT:g}x the footprint's mean access rate)"
+               if a.truth == "relative" else "")
+        out.print(f"note: {a.workload} has no hot page under --truth {a.truth} in any "
+                  f"window{why}: recall has nothing to find (-), and every page a monitor "
+                  f"calls hot counts against its precision", highlight=False, markup=False)
     paths = write_telemetry(res, Path(a.out))
     out.print("wrote " + ", ".join(str(p) for p in paths))
     return 0
