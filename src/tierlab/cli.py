@@ -491,7 +491,14 @@ def parser() -> argparse.ArgumentParser:
                         "so per-page rates and run length match full scale "
                         "(docs/model.md; default: 1, or the suite's scale for @SUITE)")
 
+    def plugin_option(sp):
+        sp.add_argument("--import", dest="imports", action="append", default=[],
+                        metavar="PLUGIN", help="a .py file or module that registers "
+                        "policies, workloads, monitors or machines (repeatable); worker "
+                        "processes load it too (TIERLAB_IMPORT; docs/writing-a-policy.md)")
+
     def sweep_options(sp):
+        plugin_option(sp)
         sp.add_argument("--cluster", metavar="ADDRESS",
                         help="run each run as a task on a Dask distributed scheduler "
                         "(tcp://host:8786), or on a local one of N workers (local:N); "
@@ -509,6 +516,7 @@ def parser() -> argparse.ArgumentParser:
                        "placement policy and allocation policy.", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     common(r)
+    plugin_option(r)
     r.add_argument("--workload", default="gups:hotset", help="workload spec "
                    "(default: gups:hotset)")
     r.add_argument("--policy", default="static", help="placement policy (default: static)")
@@ -672,6 +680,7 @@ def parser() -> argparse.ArgumentParser:
 
     li = sub.add_parser("list", help="list machines, workloads, policies, allocs, monitors")
     li.add_argument("what", nargs="?", help="machines|workloads|policies|allocs|monitors")
+    plugin_option(li)
     li.set_defaults(fn=cmd_list)
     return p
 
@@ -688,6 +697,9 @@ def main(argv=None) -> int:
         print("tierlab: error: standard output is closed", file=sys.stderr)
         return 2
     try:
+        if getattr(a, "imports", None):
+            from .plugins import add
+            add(a.imports)
         return a.fn(a)
     except TierlabError as e:
         print(f"tierlab: error: {e}", file=sys.stderr)

@@ -36,6 +36,17 @@ def source_digest(root: Path = PACKAGE) -> str:
     return h.hexdigest()[:16]
 
 
+def code_digest() -> str:
+    """`source_digest()`, and with plugins loaded (plugins.py) the digest of both: the
+    code that makes a run, as run keys and reports name it."""
+    from . import plugins
+    extra = plugins.digest()
+    if not extra:
+        return source_digest()
+    return hashlib.sha256(f"{source_digest()} {extra}".encode()).hexdigest()[:16]
+
+
 def provenance() -> dict:
-    """The version and source digest, as results and reports carry them."""
-    return {"tierlab": __version__, "source": source_digest()}
+    """The version and the digest of the code that makes runs, as results and reports
+    carry them."""
+    return {"tierlab": __version__, "source": code_digest()}

@@ -87,6 +87,12 @@ def user_params(factory) -> list[str]:
     return keys
 
 
+def _plugins() -> None:
+    """Plugins register before any look-up (plugins.py)."""
+    from . import plugins
+    plugins.load()
+
+
 class Registry(Generic[T]):
     """A registry of named factories (classes) of one kind."""
 
@@ -105,17 +111,21 @@ class Registry(Generic[T]):
         return deco
 
     def names(self):
+        _plugins()
         return sorted(self._items)
 
     def get(self, name: str):
+        _plugins()
         if name not in self._items:
             raise choices_error(self.kind, name, self._items)
         return self._items[name]
 
     def items(self):
+        _plugins()
         return sorted(self._items.items())
 
     def describe(self, name: str) -> str:
+        _plugins()
         doc = inspect.getdoc(self._items[name]) or ""
         return " ".join(doc.split("\n\n")[0].split())
 

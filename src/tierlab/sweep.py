@@ -33,7 +33,7 @@ from pathlib import Path
 from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
-from .provenance import __version__, source_digest
+from .provenance import __version__, code_digest
 from .errors import TierlabError, write_error
 from .registry import Spec
 from .runs import Job, _run_job
@@ -503,9 +503,10 @@ class Sweep:
 
     def key(self, job) -> str:
         """The run's key in results.jsonl: its full spec, the digests of the files it
-        reads, the tierlab version and the digest of the source that runs it."""
+        reads, the tierlab version and the digest of the source that runs it, plugins
+        included."""
         return json.dumps({**asdict(job), "inputs": self._inputs(job),
-                           "tierlab": __version__, "source": source_digest()},
+                           "tierlab": __version__, "source": code_digest()},
                           sort_keys=True)
 
     # -- running -----------------------------------------------------------------
@@ -527,7 +528,7 @@ class Sweep:
             were = ", ".join(f"{n} by source {src}" if src else f"{n} by a tierlab without "
                              "a source digest" for src, n in stale.items())
             self.board.say(f"{sum(stale.values())} run(s) in {self.out / JSONL} were made by "
-                           f"other code ({were}; now {source_digest()}): running them "
+                           f"other code ({were}; now {code_digest()}): running them "
                            "again")
         self.board.add(len(fresh), f"runs on {self.where_for(len(fresh))}")
         raw: dict[str, dict] = {}
