@@ -72,3 +72,28 @@ def test_a_reproduction_whose_results_hold_telemetry_gets_its_runs_report(report
     page = _reproduction_report(tmp_path, a)
     assert page == tmp_path / "report.html"
     assert "tierlab reproduce telescope" in page.read_text()
+
+
+def test_the_python_api_writes_what_the_cli_writes(tmp_path):
+    """`tierlab.compare(..., out=DIR)` leaves what `tierlab compare --out DIR` leaves
+    (results.jsonl, results.json, results.csv, the plots, report.html), and
+    `tierlab.report` writes the same from any records, `tierlab.run`'s included."""
+    import json
+    import tierlab
+    args = dict(machines=["optane-2tier"], workloads=["gups:uniform"],
+                policies=["static", "oracle"], seeds=[0, 1], scale=1 / 256)
+    recs = tierlab.compare(**args, out=tmp_path / "api")
+    assert main(["compare", "--machine", "optane-2tier", "--workloads", "gups:uniform",
+                 "--policies", "static,oracle", "--seeds", "0-1", "--scale", "1/256",
+                 "--out", str(tmp_path / "cli")]) == 0
+    names = sorted(p.name for p in (tmp_path / "cli").iterdir())
+    assert sorted(p.name for p in (tmp_path / "api").iterdir()) == names
+    assert {"results.jsonl", "results.json", "results.csv", "report.html",
+            "speedup.png"} <= set(names)
+    assert [r["throughput"] for r in json.loads((tmp_path / "api" / "results.json")
+                                                .read_text())] == \
+        [r["throughput"] for r in recs]
+    got = tierlab.report([tierlab.run("optane-2tier", "gups:uniform", p, scale=1 / 256)
+                          for p in ("static", "oracle")], tmp_path / "one")
+    assert got["baseline"] == "static" and got["html"].exists() and got["plots"]
+    assert any("1 seed" in n for n in got["notes"])

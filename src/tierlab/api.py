@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from .params import parse_number
+from .reports.report import report
 from .reports.results import add_speedups
 from .runs import (check_baseline, check_list, check_scale, check_seed, check_unique,
                    count_runs, expand_suites, explaining_policies, FILE_WORKLOADS, Job,
@@ -79,4 +80,6 @@ def compare(machines, workloads, policies, allocs=("dram-preferred",), seeds=Non
     else:
         results = sweep.run(todo, on_done)
     add_speedups(results, baseline, alloc=allocs[0])
+    if out is not None:
+        report(results, out, baseline, command="tierlab.compare(...)")
     return results

@@ -223,12 +223,9 @@ def _sweep(a):
 
 
 def cmd_compare(a) -> int:
-    from .reports.html import write_report
-    from .reports.plots import plot_all
-    from .reports.results import write_results
-    from .reports.stats import ONE_SEED_NOTE, pair_rows, spread_notes
-    from .reports.tables import (bandwidth_notes, results_table, scale_text, summary_table,
-                                 tie_notes, verdict_table)
+    from .reports.report import report
+    from .reports.stats import pair_rows
+    from .reports.tables import results_table, scale_text, summary_table, verdict_table
     machines = a.machine
     if a.scale is None:
         a.scale = api.suite_scale(a.workloads) or 1.0
@@ -264,16 +261,11 @@ def cmd_compare(a) -> int:
                                 title=f"{title}: over seeds"))
     if len({r["workload"] for r in recs}) > 1:
         out.print(summary_table(recs, label))
-    notes = tie_notes(recs) + bandwidth_notes(recs) + spread_notes(rows)
-    if nseeds == 1:
-        notes.append(f"note: {ONE_SEED_NOTE}")
-    for line in notes:
+    got = report(recs, outdir, baseline, command=_command_line(a))
+    for line in got["notes"]:
         err.print(line, highlight=False, markup=False, soft_wrap=True)
-    jp, cp = write_results(recs, outdir)
-    pngs = plot_all(recs, label, outdir)
-    html = write_report(recs, label, outdir, pngs, notes, command=_command_line(a))
-    out.print(f"wrote {jp}, {cp}, " + ", ".join(str(p) for p in pngs))
-    out.print(f"report: {html}")
+    out.print(f"wrote {got['json']}, {got['csv']}, " + ", ".join(map(str, got["plots"])))
+    out.print(f"report: {got['html']}")
     return 0
 
 
