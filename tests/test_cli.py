@@ -214,3 +214,26 @@ def test_the_modules_the_guest_carries_import_neither_scipy_nor_matplotlib():
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_an_experiment_file_runs_is_edited_and_runs_again(tmp_path, capsys):
+    """`tierlab compare EXPERIMENT.toml`: its keys are the flags' names (lists or the
+    flags' comma strings, scale as "1/256"); a flag given on the command line wins; an
+    edit adds its runs to a resumed sweep; an unknown key is one line and status 2."""
+    import json
+    exp = tmp_path / "exp.toml"
+    exp.write_text('machine = "optane-2tier"\nworkloads = ["gups:hotset,hot=64MiB"]\n'
+                   'policies = "static,oracle"\nseeds = [0, 1]\nscale = "1/256"\n')
+    assert main(["compare", str(exp), "--seeds", "0", "--out", str(tmp_path / "o")]) == 0
+    recs = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert sorted((r["policy"], r["seed"]) for r in recs) == [("oracle", 0), ("static", 0)]
+    assert {r["workload"] for r in recs} == {"gups:hotset,hot=64MiB"}
+    assert recs[0]["scale"] == 1 / 256
+    exp.write_text(exp.read_text().replace('"static,oracle"', '["static", "oracle", "tpp"]'))
+    capsys.readouterr()
+    assert main(["compare", str(exp), "--seeds", "0", "--resume", str(tmp_path / "o")]) == 0
+    assert "2 of 3 runs already in" in capsys.readouterr().err
+    exp.write_text(exp.read_text() + 'polices = "static"\n')
+    assert main(["compare", str(exp), "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown key 'polices'; valid:" in err[0] and "policies" in err[0]

@@ -91,6 +91,12 @@ def test_cli_runs_the_full_grid(tmp_path, capsys):
     assert lines[0] == "24 runs on 2 process(es)", lines[:3]
     assert lines[1].startswith("[1/24] ") and lines[24].startswith("[24/24] ")
     assert lines[-1].startswith("reproduce idt: 24 run(s) made in ")
+    # the experiment as run, beside the results: run again from it, nothing is new
+    exp = (tmp_path / "experiment.toml").read_text()
+    assert 'name = "idt"' in exp and "sensitivity = true" in exp and "seeds = [0]" in exp
+    assert main(["reproduce", str(tmp_path / "experiment.toml"), "--resume",
+                 str(tmp_path)]) == 0
+    assert "reproduce idt: 0 run(s) made in " in capsys.readouterr().err
 
 
 def test_sensitivity_with_another_reproduction_is_a_one_line_error(tmp_path):

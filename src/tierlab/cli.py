@@ -226,6 +226,10 @@ def cmd_compare(a) -> int:
     from .reports.report import report
     from .reports.stats import pair_rows
     from .reports.tables import results_table, scale_text, summary_table, verdict_table
+    for flag in ("workloads", "policies"):
+        if not getattr(a, flag):
+            raise TierlabError(f"compare needs --{flag} (or an experiment file that gives "
+                               f"{flag})")
     machines = a.machine
     if a.scale is None:
         a.scale = api.suite_scale(a.workloads) or 1.0
@@ -269,6 +273,57 @@ def cmd_compare(a) -> int:
     return 0
 
 
+#: options an experiment file does not set: where output goes and how to start over
+NOT_IN_EXPERIMENTS = ("resume", "force", "yes")
+
+
+def _apply_experiment(a, argv) -> None:
+    """Fill `a` from its experiment file (compare's EXPERIMENT.toml, or reproduce's
+    NAME given as a .toml): each top-level key is a flag's name (`import`, `alloc` as
+    spelt on the command line) with a value, a list or the flag's comma string, parsed
+    as the flag parses it; a flag given on the command line wins."""
+    from .registry import load_toml
+    path = a.experiment if a.cmd == "compare" else a.name
+    d = load_toml(path, "experiment")
+    acts = {x.dest: x for x in a.parser._actions
+            if x.option_strings and x.dest not in ("help",) + NOT_IN_EXPERIMENTS}
+    given = {x.dest for x in acts.values() for tok in argv for o in x.option_strings
+             if tok == o or tok.startswith(o + "=")}
+    if a.cmd == "reproduce":
+        if not isinstance(d.get("name"), str):
+            raise TierlabError(f"experiment file {path}: needs name = \"idt\" (or another "
+                               "reproduction)")
+        a.name = d.pop("name")
+    for key, v in d.items():
+        dest = {"import": "imports", "alloc": "allocs"}.get(key, key.replace("-", "_"))
+        act = acts.get(dest)
+        if act is None:
+            valid = sorted(x.option_strings[0][2:] for x in acts.values())
+            raise TierlabError(f"experiment file {path}: unknown key {key!r}; valid: "
+                               f"{', '.join((['name'] if a.cmd == 'reproduce' else []) + valid)}")
+        if dest in given:
+            continue
+        try:
+            if act.nargs == 0:  # a switch
+                if not isinstance(v, bool):
+                    raise argparse.ArgumentTypeError("expected true or false")
+                val = v
+            elif isinstance(v, list):
+                items = [str(x).strip() for x in v]
+                if act.type is _csv or act.dest == "imports":
+                    if not items or not all(items):
+                        raise argparse.ArgumentTypeError("empty list or item")
+                    val = items
+                else:
+                    val = act.type(",".join(items)) if act.type else ",".join(items)
+            else:
+                val = act.type(str(v)) if act.type else str(v)
+                val = [val] if act.dest == "imports" else val
+        except (argparse.ArgumentTypeError, ValueError) as e:
+            raise TierlabError(f"experiment file {path}: bad {key} {v!r}: {e}") from None
+        setattr(a, dest, val)
+
+
 def _command_line(a) -> str:
     """The command that made this output, as a user would type it again."""
     import shlex
@@ -303,6 +358,7 @@ def cmd_reproduce(a) -> int:
     api.check_unique(a.seeds, "--seeds")
     t0 = time.monotonic()
     with _sweep(a) as sweep, api.default_seeds(a.seeds):
+        _write_experiment(Path(a.out), a)
         scale = a.scale if a.scale is not None else REPRODUCTION_SCALE[a.name]
         extra = {"policies": a.policies} if a.name == "beyond" else {}
         path = run(Path(a.out), scale, wls, a.jobs, on_done=sweep.report, **extra)
@@ -314,6 +370,32 @@ def cmd_reproduce(a) -> int:
     if html is not None:
         out.print(f"report: {html}")
     return 0
+
+
+def _write_experiment(outdir: Path, a) -> Path:
+    """DIR/experiment.toml: the reproduction as run, which `tierlab reproduce
+    DIR/experiment.toml --out NEW` runs again (after any edit)."""
+    def toml(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (list, tuple, range)):
+            return "[" + ", ".join(toml(x) for x in v) + "]"
+        return json.dumps(v)  # strings and numbers: TOML's basic forms
+    rows = {"name": a.name, "workloads": list(a.workloads), "seeds": list(a.seeds)}
+    if a.scale is not None:
+        rows["scale"] = a.scale
+    if a.sensitivity:
+        rows["sensitivity"] = True
+    if a.policies is not None:
+        rows["policies"] = list(a.policies)
+    if getattr(a, "imports", None):
+        rows["import"] = [str(Path(x).resolve()) if x.endswith(".py") else x
+                          for x in a.imports]
+    outdir.mkdir(parents=True, exist_ok=True)
+    path = outdir / "experiment.toml"
+    path.write_text(f"# {_command_line(a)}\n" +
+                    "".join(f"{k} = {toml(v)}\n" for k, v in rows.items()))
+    return path
 
 
 def _reproduction_report(outdir: Path, a):
@@ -531,13 +613,17 @@ def parser() -> argparse.ArgumentParser:
                        "allocation policies and seeds; print a table of speedups over the "
                        "baseline and write results.json, results.csv and PNG plots.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("experiment", nargs="?", metavar="EXPERIMENT.toml",
+                   help="an experiment file: its top-level keys are this command's flag "
+                   "names (machine, workloads, policies, allocs, seeds, scale, baseline, "
+                   "jobs, ...), each a value, a list or the flag's comma string; flags "
+                   "given here override it")
     common(c, multi=True)
-    c.add_argument("--workloads", type=_csv, required=True,
+    c.add_argument("--workloads", type=_csv,
                    help="comma-separated workload specs, or @SUITE (@baselines: gups "
                    "uniform/hotset/dynamic, graph:pr, ycsb:a, ycsb:d, stream, "
                    "masim:tiering; @gups)")
-    c.add_argument("--policies", type=_csv, required=True,
-                   help="comma-separated policies")
+    c.add_argument("--policies", type=_csv, help="comma-separated policies")
     c.add_argument("--allocs", "--alloc", type=_csv, default=["dram-preferred"],
                    help="comma-separated allocation policies (default: dram-preferred)")
     c.add_argument("--baseline", help="policy to normalise to (default: the first)")
@@ -550,7 +636,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--yes", action="store_true",
                    help=f"run even more than {MAX_RUNS:,} runs")
     sweep_options(c)
-    c.set_defaults(fn=cmd_compare)
+    c.set_defaults(fn=cmd_compare, parser=c)
 
     rp = sub.add_parser("reproduce", help="a paper's evaluation: Markdown report, PNGs, "
                         "results.json", description="Reproduce a paper's evaluation in the "
@@ -561,7 +647,9 @@ def parser() -> argparse.ArgumentParser:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     rp.add_argument("name", help="which paper: idt, hemem, telescope, johnny-cache, "
                     "allocation, colloid; or beyond (tierlab's own policy "
-                    "against every other and the oracle)")
+                    "against every other and the oracle); or the experiment.toml a "
+                    "reproduction wrote beside its results (its keys: name and this "
+                    "command's flag names; flags given here override it)")
     rp.add_argument("--out", help="output directory (required unless --resume)")
     rp.add_argument("--scale", type=_scale, default=None,
                     help="miniature scale (default: idt 1/64, as the @baselines suite; "
@@ -585,7 +673,7 @@ def parser() -> argparse.ArgumentParser:
                     "critical_wmark grids, normalised to the default cell (default "
                     "workloads: gups:hotset, ycsb:d, masim:tiering; 72 runs)")
     sweep_options(rp)
-    rp.set_defaults(fn=cmd_reproduce)
+    rp.set_defaults(fn=cmd_reproduce, parser=rp)
 
     te = sub.add_parser("telemetry", help="precision and recall of monitors' hot sets "
                         "over time (Telescope, ATC'24)",
@@ -689,6 +777,8 @@ def main(argv=None) -> int:
         print("tierlab: error: standard output is closed", file=sys.stderr)
         return 2
     try:
+        if getattr(a, "experiment", None) or str(getattr(a, "name", "")).endswith(".toml"):
+            _apply_experiment(a, argv)
         if getattr(a, "imports", None):
             from .plugins import add
             add(a.imports)
