@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean traces
+.PHONY: demo test bench clean traces apidoc
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,6 +34,11 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
+# make apidoc: the API reference from the docstrings (pdoc), warnings as errors
+apidoc: $(STAMP)
+	$(BIN)/python -W error::UserWarning -m pdoc -o build/api tierlab
+	@echo "API reference: build/api/index.html"
+
 # make traces: record the real workloads of scripts/traces/ at evaluation size (minutes
 # each; Debian packages listed in docs/traces.md) into $TRACES_OUT (default traces-out/).
 traces: $(STAMP)
@@ -41,4 +46,4 @@ traces: $(STAMP)
 	  --out "$${TRACES_OUT:-traces-out}"
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache
+	rm -rf $(VENV) demo-out .pytest_cache build/api
