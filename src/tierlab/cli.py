@@ -144,8 +144,7 @@ class _Version(argparse.Action):
     file of the package), not at every start."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from .provenance import __version__
-        from .provenance import source_digest
+        from .provenance import __version__, source_digest
         parser.exit(0, f"tierlab {__version__} (source {source_digest()})\n")
 
 
@@ -224,7 +223,6 @@ def _sweep(a):
 
 def cmd_compare(a) -> int:
     from .reports.report import report
-    from .reports.stats import pair_rows
     from .reports.tables import results_table, scale_text, summary_table, verdict_table
     for flag in ("workloads", "policies"):
         if not getattr(a, flag):
@@ -252,11 +250,9 @@ def cmd_compare(a) -> int:
     with _sweep(a):
         recs = api.compare(machines, a.workloads, a.policies, a.allocs, a.seeds, a.scale,
                            baseline, a.jobs, migrate=a.migrate)
-    outdir = Path(a.out)
-    # several allocation policies: every run is compared with the baseline's first
-    label = baseline if len(a.allocs) == 1 else f"{baseline} ({a.allocs[0]})"
+    got = report(recs, Path(a.out), baseline, command=_command_line(a))
+    label, rows = got["baseline"], got["rows"]
     nseeds = len({r["seed"] for r in recs})
-    rows = pair_rows(recs)
     for m in machines:
         title = f"{m}, scale {scale_text(a.scale)}, {nseeds} seed{'s' * (nseeds > 1)}"
         out.print(results_table([r for r in recs if r["machine"] == m], label,
@@ -265,7 +261,6 @@ def cmd_compare(a) -> int:
                                 title=f"{title}: over seeds"))
     if len({r["workload"] for r in recs}) > 1:
         out.print(summary_table(recs, label))
-    got = report(recs, outdir, baseline, command=_command_line(a))
     for line in got["notes"]:
         err.print(line, highlight=False, markup=False, soft_wrap=True)
     out.print(f"wrote {got['json']}, {got['csv']}, " + ", ".join(map(str, got["plots"])))

@@ -14,7 +14,8 @@ def report(records: list[dict], out, baseline: str | None = None,
     `out` (a directory, made if missing), speedups over `baseline` (default: the first
     policy in the records) under the first allocation policy. Returns the paths
     ("json", "csv", "plots", "html"), the notes the report carries ("notes": one seed,
-    bandwidth-bound cells, ties, spreads larger than a gap) and the baseline's label."""
+    bandwidth-bound cells, ties, spreads larger than a gap), the baseline's label and
+    the rows over seeds (`stats.pair_rows`) its tables show."""
     from .html import write_report
     from .plots import plot_all
     from .results import write_results
@@ -27,7 +28,8 @@ def report(records: list[dict], out, baseline: str | None = None,
     add_speedups(records, baseline, alloc=allocs[0])
     # several allocation policies: every run is compared with the baseline's first
     label = baseline if len(allocs) == 1 else f"{baseline} ({allocs[0]})"
-    notes = tie_notes(records) + bandwidth_notes(records) + spread_notes(pair_rows(records))
+    rows = pair_rows(records)
+    notes = tie_notes(records) + bandwidth_notes(records) + spread_notes(rows)
     if len({r["seed"] for r in records}) == 1:
         notes.append(f"note: {ONE_SEED_NOTE}")
     out = Path(out)
@@ -36,4 +38,4 @@ def report(records: list[dict], out, baseline: str | None = None,
     html = write_report(records, label, out, pngs, notes,
                         command=command or "tierlab.report(records, out)")
     return {"json": jp, "csv": cp, "plots": pngs, "html": html, "notes": notes,
-            "baseline": label}
+            "baseline": label, "rows": rows}
