@@ -86,8 +86,6 @@ def test_the_example_runs_as_the_doc_shows(tmp_path, doc, cmd, shown):
         assert r.returncode == 0, r.stderr[-2000:]
 
 
-
-
 #: placeholders of inline commands -> a value of their kind
 PLACEHOLDERS = {"DIR": "out-dir", "NEW": "new-dir", "F": "trace.pg", "FILE": "trace.pg",
                 "N": "4", "S": "1/8", "M": "optane-4tier", "ADDRESS": "local:2",
