@@ -93,6 +93,24 @@ def test_loop_scale_and_merging(tmp_path):
     assert w.total_work == 50 and len(ch) == 25 and w.footprint_pages == 25
 
 
+def test_per_window_compresses_time_not_proportions(tmp_path):
+    """per_window=N: every window with accesses lasts N per copy; fields, allocation and
+    the change order are the recorded replay's."""
+    p = tmp_path / "t.npz"
+    write_trace(p, small_windows())
+    full, short = (list(Trace(str(p), copies=2, **kw).changes())
+                   for kw in ({}, {"per_window": 5}))
+    assert Trace(str(p), copies=2, per_window=5).total_work == 2 * 3 * 5
+    assert [c.at for c in short] == [0, 10, 20]  # the empty window still carries none
+    for a, b in zip(full, short, strict=True):
+        assert np.array_equal(a.field.starts, b.field.starts)
+        assert np.allclose(a.field.read, b.field.read)
+        assert np.allclose(a.field.write, b.field.write)
+        assert (a.alloc is None and b.alloc is None) or np.array_equal(a.alloc, b.alloc)
+    with pytest.raises(TierlabError, match="per_window"):
+        Trace(str(p), per_window=0)
+
+
 def test_compact_map():
     t = np.array([5, 6, 600, 10 ** 7, 10 ** 7 + 1])
     m, n = compact_map(t, "auto")

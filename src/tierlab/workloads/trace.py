@@ -462,12 +462,16 @@ def _runs(pages: np.ndarray) -> np.ndarray:
 class Trace(Workload):
     """trace:PATH — replay a recorded page-level trace (.npz tierlab format or pagegrind .pg).
 
-    Parameters: loop, threads (per copy), compute_ns, mlp, compact, max_changes, and
-    copies (footprint replication; see the module docstring for its rules with scale).
+    Parameters: loop, threads (per copy), compute_ns, mlp, compact, max_changes,
+    copies (footprint replication; see the module docstring for its rules with scale),
+    and per_window: the accesses each copy replays of every window that has any
+    (default: the recorded ones), each window's proportions kept; a time-compressed
+    replay, as the guest's replayer runs (tests/guest/replay.c).
     """
 
     def __init__(self, path=None, loop=1, threads=1, compute_ns=1.0, mlp=4.0,
-                 compact="auto", max_changes=400, copies=1, scale=1.0, seed=0):
+                 compact="auto", max_changes=400, copies=1, per_window=None, scale=1.0,
+                 seed=0):
         super().__init__()
         if path is None or not str(path).strip():
             raise TierlabError("trace needs a file: trace:PATH (.npz or pagegrind .pg)")
@@ -484,6 +488,10 @@ class Trace(Workload):
         self.name = f"trace:{Path(path).name}"
         self.work_unit = "accesses"
         acc = t.window_accesses().astype(np.float64)
+        rec_acc = acc  # a field's denominators: the recorded accesses
+        if per_window is not None:
+            per_window = parse_number(per_window, "trace per_window", lo=1, integer=True)
+            acc = np.where(acc > 0, float(per_window), 0.0)
         total = float(acc.sum())
         if total <= 0:
             raise TierlabError(f"trace {path!r}: no accesses")
@@ -507,6 +515,7 @@ class Trace(Workload):
         self._gptr = t.window_ptr[np.append(gstart, nwin)]
         gacc = np.add.reduceat(acc, gstart) if nwin else np.zeros(0)
         self._gacc = gacc
+        self._grec = np.add.reduceat(rec_acc, gstart) if nwin else np.zeros(0)
         self._gat = np.concatenate(([0.0], np.cumsum(gacc)[:-1]))
         self.trace_accesses = total
         self.total_work = loops * eff * total
@@ -529,6 +538,8 @@ class Trace(Workload):
                        "windows": nwin, "windows_per_change": g,
                        "touched": fmt_size(self.copies * len(touched) * PAGE),
                        "span": fmt_size(self.npages * PAGE), "accesses": self.total_work}
+        if per_window is not None:
+            self.params["per_window"] = per_window
         if ncopies != 1:
             self.params["copies"] = ncopies
             self.params["copies_laid_out"] = self.copies
@@ -541,7 +552,7 @@ class Trace(Workload):
         w = t.writes[a:b].astype(np.float64)
         if self.group > 1:
             pages, r, w = _sum_by_page(pages, r, w)
-        tot = self._gacc[j] * self.copies
+        tot = self._grec[j] * self.copies
         keep = (r > 0) | (w > 0)
         pages, r, w = pages[keep], r[keep], w[keep]
         if self.copies > 1:
