@@ -455,6 +455,19 @@ def test_goal_tunes_the_cold_quota():
     assert cold2.goal_bp == 50 and cold2.sz_applied == 0
 
 
+def test_without_goals_every_window_gets_the_size_quota():
+    """goals=off (a kernel before 6.16: no node-memory goal metric): damos_set_effective_
+    quota gives esz = the size quota in every window, so migrate_cold demotes idle pages
+    even with the goal that would never let it (goal_offset=none above)."""
+    m = small_machine(dram_pages=4096, slow_pages=32768)
+    pol = DamonTiering(goals="off", goal_offset="none", quota="64KiB")
+    sim, _ = run_policy(m, pol, "dram-preferred")
+    check_invariants(sim)
+    cold = [s for s in pol.schemes if s.action == "migrate_cold"][0]
+    assert cold.goal_metric is None and cold.esz == 64 * 1024
+    assert cold.sz_applied > 0 and all(w[1] <= 64 * 1024 for w in cold.windows)
+
+
 def test_multi_tier_scheme_layout():
     m = small_machine(dram_pages=4096, slow_pages=32768, tiers=4)
     layouts = {}

@@ -91,7 +91,9 @@ Parameters (strings accepted): sample, aggr, update, min_nr_regions, max_nr_regi
 (monitor); quota (size per window, 200MiB), reset (window, 1s), apply (1s), cold_free
 (0.5%), hot_used (99.7%), goal_offset (high|none), min_age (cold scheme minimum age, a
 duration, 0s), hot (minimum access rate of migrate_hot, 5%), promote (all|next|top),
-young (on|off), weight_nr (100), weight_age (100), esz_init (boot|zero).
+young (on|off), weight_nr (100), weight_age (100), esz_init (boot|zero), goals (on|off:
+off leaves the quota goals out, as on a kernel before 6.16, which has no node-memory goal
+metrics: every window's effective quota is then the size quota, damos_set_effective_quota).
 """
 from __future__ import annotations
 
@@ -168,7 +170,7 @@ class Scheme:
     max_age: int
     quota_sz: int  # bytes per window (0 = no size quota)
     reset_interval: float
-    goal_metric: str  # "node_mem_used_bp" | "node_mem_free_bp"
+    goal_metric: str | None  # "node_mem_used_bp" | "node_mem_free_bp" | None (no goal)
     goal_nid: int
     goal_bp: int
     weight_nr: int = 100
@@ -207,7 +209,11 @@ class Scheme:
         return cur * 10000 // max(self.goal_bp, 1)
 
     def set_effective_quota(self, mem) -> None:
-        """damos_set_effective_quota with the "consist" goal tuner."""
+        """damos_set_effective_quota with the "consist" goal tuner; without a goal (and
+        no time quota) the size quota itself."""
+        if self.goal_metric is None:
+            self.esz = self.quota_sz
+            return
         self.esz_bp = feed_loop_next_input(max(self.esz_bp, MIN_INPUT), self.goal_score(mem))
         esz = self.esz_bp // 10000
         if self.quota_sz and self.quota_sz < esz:
@@ -241,13 +247,13 @@ class DamonTiering(Policy):
                  max_nr_regions=1000, quota="200MiB", reset="1s", apply="1s",
                  cold_free="0.5%", hot_used="99.7%", goal_offset="high", min_age="0s",
                  hot="5%", promote="all", young="on", weight_nr=100, weight_age=100,
-                 esz_init="boot", monitor="damon"):
+                 esz_init="boot", monitor="damon", goals="on"):
         super().__init__(sample=sample, aggr=aggr, update=update,
                          min_nr_regions=min_nr_regions, max_nr_regions=max_nr_regions,
                          quota=quota, reset=reset, apply=apply, cold_free=cold_free,
                          hot_used=hot_used, goal_offset=goal_offset, min_age=min_age,
                          hot=hot, promote=promote, young=young, weight_nr=weight_nr,
-                         weight_age=weight_age, esz_init=esz_init, monitor=monitor)
+                         weight_age=weight_age, esz_init=esz_init, monitor=monitor, goals=goals)
         # the regions DAMOS acts on: DAMON's, or Telescope's (ATC'24: the same regions
         # with their samples checked at upper page-table levels; its tiering runs)
         if monitor not in MONITOR_CHOICES:
@@ -274,6 +280,7 @@ class DamonTiering(Policy):
         self.weight_nr = parse_int(weight_nr, "damon-tiering weight_nr", 0, 2**32 - 1)
         self.weight_age = parse_int(weight_age, "damon-tiering weight_age", 0, 2**32 - 1)
         self.esz_init = parse_choice(esz_init, "damon-tiering esz_init", ("boot", "zero"))
+        self.goals = parse_flag(goals, "damon-tiering goals")
         self.schemes: list[Scheme] = []
         self._counts: dict = {}
         self._next_apply = 0.0
@@ -302,7 +309,7 @@ class DamonTiering(Policy):
         for i, n in enumerate(path[:-1]):
             self.schemes.append(Scheme(
                 "migrate_cold", n, path[i + 1], 0, 0, self.min_age, BIG,
-                goal_metric="node_mem_free_bp", goal_nid=n, goal_bp=free_bp + off(n),
+                goal_metric="node_mem_free_bp" if self.goals else None, goal_nid=n, goal_bp=free_bp + off(n),
                 **common))
         for i, n in enumerate(path[1:], start=1):
             if self.promote == "top":
@@ -314,7 +321,7 @@ class DamonTiering(Policy):
             for t in targets:
                 self.schemes.append(Scheme(
                     "migrate_hot", n, t, self.hot_min_nr, BIG, 0, BIG,
-                    goal_metric="node_mem_used_bp", goal_nid=t,
+                    goal_metric="node_mem_used_bp" if self.goals else None, goal_nid=t,
                     goal_bp=max(used_bp - off(t), 1), **common))
         for s in self.schemes:
             if self.esz_init == "boot":
