@@ -3,7 +3,7 @@
  * Usage: hotcold --hot-mib H --cold-mib C --seconds S [--init-node N] [--hot-node N]
  *                [--cold-node N] [--init-mode bind|preferred] [--write-share F]
  *                [--interval-ms I] [--seed X] [--cold-touch-per-s R] [--thp]
- *                [--ready-file PATH] [--done-file PATH]
+ *                [--ready-file PATH] [--done-file PATH] [--hot-windows K --move-ms T]
  *
  * Layout: one PROT_NONE reservation [guard|hot|guard|cold|guard]; hot and cold are made
  * accessible separately, so they are two VMAs that never merge (own lines in numa_maps).
@@ -15,9 +15,16 @@
  * writes store a new generation and update the page checksum. The final pass checks every
  * word's low half and every page's xor: zeroed, swapped, stale (lost write) or torn pages fail.
  *
+ * Moving hot set (--hot-windows K --move-ms T): the hot range is K equal windows; the
+ * accesses go to window (elapsed / T) mod K, so the hot set moves to the next window every
+ * T ms (as tierlab's gups:dynamic), and the windows left behind turn cold.
+ *
  * Output (stdout, one JSON object per line; --ready-file/--done-file get a copy):
  *   {"event":"ready","pid":P,"hot":[start,end],"cold":[start,end],...}
- *   {"event":"progress","t":s,"ops":n,...}                 every I ms (I=0: none)
+ *   {"event":"progress","t":s,"ops":n,"window":w,"uptime":u,"hot_nodes":{"0":a,"1":b},
+ *    "hot_absent":c,...}     every I ms (I=0: none); hot_* count the current window's pages
+ *    per node (move_pages status query, pagenode.h); uptime is CLOCK_BOOTTIME's seconds,
+ *    the clock of /proc/uptime
  *   {"event":"done","checksum":"ok"|"bad","bad_pages":n,"ops":n,...}
  * Exit: 0 all pages verified, 1 corruption found, 2 usage/setup error. SIGTERM/SIGINT end the
  * access phase early; the verification still runs.
@@ -36,12 +43,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pagenode.h"
+
 #define MPOL_DEFAULT 0
 #define MPOL_PREFERRED 1
 #define MPOL_BIND 2
 
 static volatile sig_atomic_t stop_flag;
 static void on_signal(int sig) { (void)sig; stop_flag = 1; }
+
+static double boottime(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_BOOTTIME, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
 
 static double now(void)
 {
@@ -149,14 +165,16 @@ static void usage(void)
             "usage: hotcold --hot-mib H --cold-mib C --seconds S [--init-node N] [--hot-node N]\n"
             "               [--cold-node N] [--init-mode bind|preferred] [--write-share F]\n"
             "               [--interval-ms I] [--seed X] [--cold-touch-per-s R] [--thp]\n"
-            "               [--ready-file PATH] [--done-file PATH]\n");
+            "               [--ready-file PATH] [--done-file PATH]\n"
+            "               [--hot-windows K --move-ms T]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     double hot_mib = 64, cold_mib = 256, seconds = 30, write_share = 0.2, cold_rate = 1.0;
-    long interval_ms = 1000;
+    long interval_ms = 1000, windows = 1;
+    double move_ms = 0;
     int hot_node = -1, cold_node = -1, thp = 0, mode = MPOL_BIND;
     const char *ready_file = NULL, *done_file = NULL;
     static struct option opts[] = {
@@ -164,7 +182,8 @@ int main(int argc, char **argv)
         {"init-node", 1, 0, 'n'}, {"hot-node", 1, 0, 'H'}, {"cold-node", 1, 0, 'C'},
         {"init-mode", 1, 0, 'm'}, {"write-share", 1, 0, 'w'}, {"interval-ms", 1, 0, 'i'},
         {"seed", 1, 0, 'S'}, {"cold-touch-per-s", 1, 0, 'r'}, {"thp", 0, 0, 'T'},
-        {"ready-file", 1, 0, 'R'}, {"done-file", 1, 0, 'D'}, {"help", 0, 0, '?'}, {0, 0, 0, 0}};
+        {"ready-file", 1, 0, 'R'}, {"done-file", 1, 0, 'D'}, {"hot-windows", 1, 0, 'K'},
+        {"move-ms", 1, 0, 'M'}, {"help", 0, 0, '?'}, {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) switch (o) {
         case 'h': hot_mib = atof(optarg); break;
@@ -185,10 +204,13 @@ int main(int argc, char **argv)
         case 'T': thp = 1; break;
         case 'R': ready_file = optarg; break;
         case 'D': done_file = optarg; break;
+        case 'K': windows = atol(optarg); break;
+        case 'M': move_ms = atof(optarg); break;
         default: usage();
     }
     if (optind != argc || hot_mib <= 0 || cold_mib < 0 || seconds < 0 || write_share < 0 ||
-        write_share > 1 || hot_node > 63 || cold_node > 63) usage();
+        write_share > 1 || hot_node > 63 || cold_node > 63 || windows < 1 || move_ms < 0)
+        usage();
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
@@ -198,7 +220,8 @@ int main(int argc, char **argv)
     struct range hot = {0}, cold = {0};
     hot.pages = (size_t)(hot_mib * 1048576.0 / pg);
     cold.pages = (size_t)(cold_mib * 1048576.0 / pg);
-    if (hot.pages == 0) usage();
+    if (hot.pages < (size_t)windows) usage();
+    size_t win_pages = hot.pages / (size_t)windows;
     hot.node = hot_node; cold.node = cold_node;
     size_t total = (hot.pages + cold.pages + 3) * pg;
     char *base = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -221,16 +244,20 @@ int main(int argc, char **argv)
     fill(&hot, 0, mode);
     if (cold.pages) fill(&cold, hot.pages, mode);
     double fill_s = now() - t0;
+    void **win_addr = malloc(win_pages * sizeof(void *));
+    int *win_status = malloc(win_pages * sizeof(int));
+    if (!win_addr || !win_status) { perror("hotcold: malloc"); return 2; }
 
     char line[1024];
     snprintf(line, sizeof line,
              "{\"event\":\"ready\",\"pid\":%d,\"hot\":[%lu,%lu],\"cold\":[%lu,%lu],"
              "\"page_size\":%ld,\"hot_pages\":%zu,\"cold_pages\":%zu,\"hot_node\":%d,"
-             "\"cold_node\":%d,\"seconds\":%g,\"write_share\":%g,\"seed\":%llu,\"fill_s\":%.3f}\n",
+             "\"cold_node\":%d,\"seconds\":%g,\"write_share\":%g,\"seed\":%llu,\"fill_s\":%.3f,"
+             "\"windows\":%ld,\"window_pages\":%zu,\"move_ms\":%g,\"uptime\":%.3f}\n",
              getpid(), (unsigned long)hot.start, (unsigned long)(hot.start + hot.pages * pg),
              (unsigned long)cold.start, (unsigned long)(cold.start + cold.pages * pg), pg,
              hot.pages, cold.pages, hot_node, cold_node, seconds, write_share,
-             (unsigned long long)seed, fill_s);
+             (unsigned long long)seed, fill_s, windows, win_pages, move_ms, boottime());
     emit(NULL, line);
     write_file(ready_file, line);
 
@@ -241,10 +268,13 @@ int main(int argc, char **argv)
     double start = now(), end = start + seconds, next = start + interval_ms / 1000.0;
     double cold_gap = cold_rate > 0 ? 1.0 / cold_rate : 1e300, next_cold = start + cold_gap;
     double t = start, last_t = start;
+    size_t win = 0;
     while (!stop_flag && t < end) {
+        if (move_ms > 0)
+            win = (size_t)((t - start) * 1000.0 / move_ms) % (size_t)windows;
         for (int k = 0; k < 4096; k++) {
             uint64_t r = rng_next(&rng);
-            size_t p = (size_t)((r >> 32) % hot.pages);
+            size_t p = win * win_pages + (size_t)((r >> 32) % win_pages);
             size_t i = (size_t)((r >> 8) & (wpp - 1));
             uint64_t *w = (uint64_t *)(hot.start + p * pg) + i;
             uint64_t v = *w;
@@ -265,11 +295,18 @@ int main(int argc, char **argv)
             next_cold += cold_gap;
         }
         if (interval_ms > 0 && t >= next) {
+            struct pagenode_count pc;
+            char nodes[512];
+            for (size_t q = 0; q < win_pages; q++)
+                win_addr[q] = hot.start + (win * win_pages + q) * pg;
+            pagenode_count(win_addr, win_pages, win_status, &pc);
+            if (pagenode_json(&pc, "hot", nodes, sizeof nodes) < 0) nodes[0] = 0;
             printf("{\"event\":\"progress\",\"t\":%.3f,\"ops\":%llu,\"writes\":%llu,"
-                   "\"ops_per_s\":%.0f,\"cold_ops\":%llu,\"read_bad\":%llu}\n",
+                   "\"ops_per_s\":%.0f,\"cold_ops\":%llu,\"read_bad\":%llu,\"window\":%zu,"
+                   "\"uptime\":%.3f%s%s}\n",
                    t - start, (unsigned long long)ops, (unsigned long long)writes,
                    (ops - last_ops) / (t - last_t), (unsigned long long)cold_ops,
-                   (unsigned long long)read_bad);
+                   (unsigned long long)read_bad, win, boottime(), nodes[0] ? "," : "", nodes);
             last_ops = ops; last_t = t;
             next += interval_ms / 1000.0;
             if (next < t) next = t + interval_ms / 1000.0;

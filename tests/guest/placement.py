@@ -4,7 +4,8 @@
         [--until-hot-on N0 --until-fraction 0.9 --after 5]
 
 --ready is hotcold's ready line (a file, waited for, or the JSON text); it gives the pid and
-the [start, end) of both ranges. While the pid lives, every interval prints one JSON line:
+the [start, end) of both ranges (a ready line without them, as replay's, gets only the
+counters). While the pid lives, every interval prints one JSON line:
 
     {"t": s since first sample, "uptime": s, "hot": {"N0": pages, "N1": pages},
      "cold": {...}, "vmstat": {"pgpromote_success": n, "pgdemote_kswapd": n, ...}}
@@ -71,6 +72,34 @@ def parse_numa_maps(text: str, ranges: dict, nodes=()) -> dict:
     return out
 
 
+DAMON = "/sys/kernel/mm/damon/admin/kdamonds"
+
+
+def read_damos_stats(root: str = DAMON) -> dict:
+    """{kdamond: {"action": .., "sz_applied": bytes, ...}} of each running kdamond's first
+    scheme, after asking it to refresh them (`update_schemes_stats`)."""
+    out = {}
+    try:
+        names = sorted(x for x in os.listdir(root) if x.isdigit())
+    except OSError:
+        return out
+    for k in names:
+        base = f"{root}/{k}"
+        try:
+            with open(f"{base}/state", "w") as f:
+                f.write("update_schemes_stats")
+            sch = f"{base}/contexts/0/schemes/0"
+            with open(f"{sch}/action") as f:
+                rec = {"action": f.read().strip()}
+            for key in ("nr_tried", "sz_tried", "nr_applied", "sz_applied", "qt_exceeds"):
+                with open(f"{sch}/stats/{key}") as f:
+                    rec[key] = int(f.read())
+        except OSError:
+            continue
+        out[k] = rec
+    return out
+
+
 def load_ready(spec: str, timeout: float = 120.0) -> dict:
     if spec.lstrip().startswith("{"):
         return json.loads(spec)
@@ -104,10 +133,14 @@ def main(argv=None) -> int:
                          "(N0, ...) and --after more samples are taken: an event, not a time")
     ap.add_argument("--until-fraction", type=float, default=0.9)
     ap.add_argument("--after", type=int, default=5)
+    ap.add_argument("--damos", action="store_true",
+                    help="add each kdamond's scheme stats (DAMON sysfs) to every sample")
     a = ap.parse_args(argv)
     ready = load_ready(a.ready)
     pid = a.pid or ready["pid"]
-    ranges = {"hot": tuple(ready["hot"]), "cold": tuple(ready["cold"])}
+    # a ready line without ranges (replay, a moving hot set: they report their hot pages'
+    # nodes themselves) gets the counters only
+    ranges = {k: tuple(ready[k]) for k in ("hot", "cold") if k in ready}
     nodes = memory_nodes()
     t0, n = None, 0
     reached = None  # samples taken when the hot range first reached the fraction
@@ -127,6 +160,8 @@ def main(argv=None) -> int:
         rec.update(t=round(now - t0, 3), uptime=uptime())
         rec.update(parse_numa_maps(text, ranges, nodes))
         rec["vmstat"] = read_vmstat()
+        if a.damos:
+            rec["damos"] = read_damos_stats()
         print(a.prefix + json.dumps(rec, separators=(",", ":")), flush=True)
         n += 1
         if a.count and n >= a.count:

@@ -2,7 +2,7 @@
 # Build everything the QEMU guest tests need; idempotent and quick when already built.
 #   1. Debian packages (apt-get, only those missing; exit 3 if missing and not root)
 #   2. newest linux-image-6.12.*-cloud-amd64-unsigned (apt-get download) -> uncompressed vmlinux
-#   3. static C programs (hotcold, movetest)
+#   3. static C programs (hotcold, movetest, replay)
 #   4. initramfs (busybox + C programs + the venv's python, stdlib, runtime site-packages,
 #      src/tierlab); rebuilt when the stamp (hash of src/tierlab, the guest files of tests/guest,
 #      python, kernel) changes.
@@ -96,9 +96,9 @@ fi
 K=$(cat "$KDIR/KVER")
 
 # ---- 3. static C programs ----------------------------------------------------------------
-for prog in hotcold movetest; do
+for prog in hotcold movetest replay; do
   src=$HERE/$prog.c; out=$C/bin/$prog
-  if [ ! -x "$out" ] || [ "$src" -nt "$out" ]; then
+  if [ ! -x "$out" ] || [ "$src" -nt "$out" ] || [ "$HERE/pagenode.h" -nt "$out" ]; then
     log "gcc -static $prog"
     gcc -O2 -Wall -Wextra -static -o "$out.tmp" "$src" && mv "$out.tmp" "$out"
   fi
@@ -108,11 +108,11 @@ done
 PYREAL=$("$PY" -c 'import os,sys; print(os.path.realpath(sys._base_executable))')
 stamp=$( {
   echo "K=$K PY=$PYREAL SITE_EXTRA=${GUEST_SITE_EXTRA:-}"
-  sha256sum "$C/bin/hotcold" "$C/bin/movetest" /bin/busybox "$PYREAL" | cut -d' ' -f1
+  sha256sum "$C/bin/hotcold" "$C/bin/movetest" "$C/bin/replay" /bin/busybox "$PYREAL" | cut -d' ' -f1
   # the interpreter and what is installed next to tierlab (names carry versions: *.dist-info)
   "$PY" -c 'import os, sys, sysconfig; print(sys.version, sorted(os.listdir(sysconfig.get_paths()["purelib"])))' 2>/dev/null || true
   # everything that goes into the guest: the tierlab sources and the guest-side files here
-  ( cd "$REPO" && find src/tierlab tests/guest -type f \
+  ( cd "$REPO" && find src/tierlab tests/guest tests/data/traces -type f \
       ! -path '*/__pycache__/*' ! -name '*.pyc' ! -name 'test_*.py' ! -name conftest.py \
       ! -name harness.py ! -name '*.md' -print0 | sort -z | xargs -0 sha256sum )
 } | sha256sum | cut -d' ' -f1)

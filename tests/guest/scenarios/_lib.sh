@@ -59,3 +59,85 @@ wait_file() {
 }
 # hotcold JSON lines (a file) as results of kind "hotcold" (event: ready/progress/done)
 emit_hotcold() { [ -f "$1" ] && sed -n 's/^{"event":/TIERLAB-RESULT {"kind":"hotcold","event":/p' "$1"; }
+# node_range N: "START END" physical bytes of node N's spanned page frames (/proc/zoneinfo)
+node_range() {
+  awk -v want="$1" '/^Node/{n=$2; sub(",","",n)} n==want && /start_pfn:/{s=$2}
+    n==want && /spanned/{sp=$2} n==want && s!="" && sp!="" {
+      e=s+sp; if (lo=="" || s<lo) lo=s; if (e>hi) hi=e; s=""; sp=""}
+    END{printf "%d %d\n", lo*4096, hi*4096}' /proc/zoneinfo
+}
+# damon_scheme DIR ACTION TARGET_NID MIN_NR MAX_NR YOUNG_MATCHING GOAL_METRIC GOAL_BP GOAL_NID:
+#   one DAMOS scheme as samples/damon/mtier.c sets it (quota TL_damon_quota_mib per
+#   TL_damon_reset_ms, weights nr 100 / age 100 / size 0, one young filter); the goal is
+#   tried and, when this kernel refuses its metric, left out (reported as damon-goal)
+damon_scheme() {
+  S=$1; echo "$2" > $S/action; echo "$3" > $S/target_nid
+  echo "$4" > $S/access_pattern/nr_accesses/min; echo "$5" > $S/access_pattern/nr_accesses/max
+  echo 0 > $S/access_pattern/age/min; echo 4294967295 > $S/access_pattern/age/max
+  echo 4096 > $S/access_pattern/sz/min; echo 18446744073709551615 > $S/access_pattern/sz/max
+  echo $((${TL_damon_quota_mib:-200} * 1048576)) > $S/quotas/bytes
+  echo "${TL_damon_reset_ms:-1000}" > $S/quotas/reset_interval_ms; echo 0 > $S/quotas/ms
+  echo 0 > $S/quotas/weights/sz_permil; echo 100 > $S/quotas/weights/nr_accesses_permil
+  echo 100 > $S/quotas/weights/age_permil
+  [ -f $S/apply_interval_us ] && echo $((${TL_damon_apply_ms:-1000} * 1000)) > $S/apply_interval_us
+  echo none > $S/watermarks/metric
+  echo 1 > $S/filters/nr_filters; echo young > $S/filters/0/type; echo "$6" > $S/filters/0/matching
+  echo 1 > $S/quotas/goals/nr_goals
+  if echo "$7" > $S/quotas/goals/0/target_metric 2>/dev/null; then
+    echo "$8" > $S/quotas/goals/0/target_value
+    [ -f $S/quotas/goals/0/nid ] && echo "$9" > $S/quotas/goals/0/nid
+    res damon-goal scheme "$2" metric "$7" accepted true
+  else
+    echo 0 > $S/quotas/goals/nr_goals
+    res damon-goal scheme "$2" metric "$7" accepted false \
+      why "this kernel's quotas/goals/0/target_metric refuses $7"
+  fi
+}
+# damon_tiering_on: DAMON-based tiering as samples/damon/mtier.c: one paddr kdamond per
+# node; node 0 migrate_cold -> 1 (nr_accesses 0, young pages filtered out, goal node 0
+# free 0.5%), node 1 migrate_hot -> 0 (nr_accesses >= TL_damon_hot_nr of 20, only young
+# pages, goal node 0 used 99.7%); sample 5 ms, aggregation 100 ms, update 1 s, 10-1000
+# regions (TL_damon_* override). Reports damon-config, or damon-fail with the reason.
+damon_tiering_on() {
+  K=/sys/kernel/mm/damon/admin/kdamonds
+  [ -d $K ] || { res damon-fail why "no $K (CONFIG_DAMON_SYSFS)"; return 1; }
+  echo 2 > $K/nr_kdamonds || { res damon-fail why "nr_kdamonds refused"; return 1; }
+  for n in 0 1; do
+    C=$K/$n/contexts; echo 1 > $C/nr_contexts; C=$C/0
+    if ! echo paddr > $C/operations 2>/dev/null; then
+      res damon-fail why "operations paddr refused: avail $(cat $C/avail_operations 2>/dev/null)"
+      return 1
+    fi
+    I=$C/monitoring_attrs
+    echo $((${TL_damon_sample_ms:-5} * 1000)) > $I/intervals/sample_us
+    echo $((${TL_damon_aggr_ms:-100} * 1000)) > $I/intervals/aggr_us
+    echo $((${TL_damon_update_ms:-1000} * 1000)) > $I/intervals/update_us
+    echo "${TL_damon_min_nr:-10}" > $I/nr_regions/min; echo "${TL_damon_max_nr:-1000}" > $I/nr_regions/max
+    echo 1 > $C/targets/nr_targets; echo 1 > $C/targets/0/regions/nr_regions
+    set -- $(node_range $n)
+    echo "$2" > $C/targets/0/regions/0/end; echo "$1" > $C/targets/0/regions/0/start
+    echo 1 > $C/schemes/nr_schemes
+    if [ $n = 0 ]; then
+      damon_scheme $C/schemes/0 migrate_cold 1 0 0 Y node_mem_free_bp 50 0
+    else
+      damon_scheme $C/schemes/0 migrate_hot 0 "${TL_damon_hot_nr:-1}" 4294967295 N node_mem_used_bp 9970 0
+    fi
+  done
+  for n in 0 1; do
+    echo on > $K/$n/state || { res damon-fail why "kdamond $n refused 'on'"; return 1; }
+  done
+  res damon-config ops paddr node0 "$(node_range 0 | tr ' ' '-')" node1 "$(node_range 1 | tr ' ' '-')" \
+    sample_ms "${TL_damon_sample_ms:-5}" aggr_ms "${TL_damon_aggr_ms:-100}" \
+    update_ms "${TL_damon_update_ms:-1000}" quota_mib "${TL_damon_quota_mib:-200}" \
+    reset_ms "${TL_damon_reset_ms:-1000}" apply_ms "${TL_damon_apply_ms:-1000}" \
+    hot_nr "${TL_damon_hot_nr:-1}" uptime "$(uptime_s)"
+}
+# damon_stats: each kdamond's scheme stats (nr_tried sz_tried nr_applied sz_applied qt_exceeds)
+damon_stats() {
+  K=/sys/kernel/mm/damon/admin/kdamonds
+  for n in 0 1; do echo update_schemes_stats > $K/$n/state 2>/dev/null; done
+  _o=; for n in 0 1; do
+    S=$K/$n/contexts/0/schemes/0/stats
+    _o="$_o${_o:+,}\"$n\":{\"state\":\"$(cat $K/$n/state)\",\"pid\":$(cat $K/$n/pid),\"nr_tried\":$(cat $S/nr_tried),\"sz_tried\":$(cat $S/sz_tried),\"nr_applied\":$(cat $S/nr_applied),\"sz_applied\":$(cat $S/sz_applied),\"qt_exceeds\":$(cat $S/qt_exceeds)}"
+  done; echo "{$_o}"
+}
