@@ -11,7 +11,7 @@ A scenario is tests/guest/scenarios/NAME.sh, run by the guest's /init; it prints
 
 Command line (for people):
     python tests/guest/harness.py smoke                       # build if needed, boot, summary
-    python tests/guest/harness.py kernel-tiering seconds=40 --node0 512M --node1 1G
+    python tests/guest/harness.py tiering tiering=damon seconds=40 --node0 512M --node1 1G
     python tests/guest/harness.py shell                       # interactive (Ctrl-a x quits)
 Artifacts and logs live in $TIERLAB_GUEST_CACHE (default <repo>/.cache/guest).
 """
@@ -322,8 +322,10 @@ def vmstat_delta(first: dict, last: dict) -> dict:
 TEST_BOOTS = {
     "smoke": dict(scenario="smoke", timeout=240),
     # stops once 90% of the hot range is on node 0 plus 5 samples; 240 s is a cap
-    "kernel-tiering": dict(scenario="kernel-tiering", timeout=500,
-                           args=dict(hot_mib=128, seconds=240, sample_ms=1000)),
+    # the kernel-hotcold case of scripts/sim_vs_kernel.py (the same arguments)
+    "kernel-tiering": dict(scenario="tiering", timeout=500,
+                           args=dict(tiering="kernel", workload="hotcold", hot_mib=128,
+                                     seconds=240, sample_ms=500, interval_ms=500)),
     "daemon-contract": dict(scenario="daemon", timeout=300,
                             args=dict(impl="fake", hot_mib=32, cold_mib=64, seconds=8)),
     # hot bound to node 1, cold filling node 0 (315 MiB free of 465): the policy must
@@ -369,7 +371,7 @@ def tierlab_exec_available() -> bool:
 # --------------------------------------------------------------------------------- CLI
 def _main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="boot the tierlab test guest")
-    ap.add_argument("scenario", help="smoke | kernel-tiering | daemon | shell | ...")
+    ap.add_argument("scenario", help="smoke | tiering | daemon | real | shell | ...")
     ap.add_argument("args", nargs="*", help="KEY=VALUE scenario arguments (tl.KEY=VALUE)")
     ap.add_argument("--node0", default="512M")
     ap.add_argument("--node1", default="1G")

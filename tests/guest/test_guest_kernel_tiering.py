@@ -1,4 +1,5 @@
-"""Linux's own tiering in the guest (scenarios/kernel-tiering.sh): NUMA balancing mode 2
+"""Linux's own tiering in the guest (scenarios/tiering.sh, tiering=kernel on hotcold; the
+kernel-hotcold case of scripts/sim_vs_kernel.py): NUMA balancing mode 2
 promotes a 128 MiB hot range from the CPU-less node 1 to node 0 while kswapd demotes cold
 pages from a node 0 filled up to 16 MiB of headroom.
 
@@ -11,6 +12,7 @@ the hot pages that moved; the boot takes 30-37 s wall. The bound leaves 3x margi
 from __future__ import annotations
 
 import json
+import sys
 
 import harness
 import pytest
@@ -111,6 +113,33 @@ def test_workload_contents_intact(guest_run):
     assert done["checksum"] == "ok" and done["bad_pages"] == 0 and done["read_bad"] == 0, done
     # stopped by SIGTERM once the placement reached MOST (the event), not at the cap
     assert done["stopped"] is True and done["ops"] > 0, done
-    assert guest_run.one("hotcold-exit")["rc"] == 0
+    assert guest_run.one("workload-exit")["rc"] == 0
     (harness.LOGS / "kernel-tiering-timeline.json").write_text(json.dumps(
         {"log": str(guest_run.log_path), "timeline": _timeline(guest_run)}, indent=1))
+
+
+#: scripts/sim_vs_kernel.py's kernel-hotcold case. Its hot share over time is not asserted
+#: here: under TCG the guest's kernel slows with the host's load while its timers do not,
+#: and that gap was 0.18 on an idle host but 0.56-0.67 beside the two processes of a
+#: running reproduction (2026-12-06; docs/sim-vs-kernel runs idle). What the load does not
+#: move: pages promoted by the end (the kernel's run stops at 90% + 5 samples: 93-100% of
+#: the hot range) and pages demoted per page promoted (idle: kernel 1.04, simulator 1.08;
+#: loaded: 0.97-1.06 and 1.05-1.09)
+COUNTER_BOUND = 0.15
+
+
+def test_the_simulator_follows_the_kernel(guest_run, tmp_path):
+    """The cheapest case of the simulator-against-kernel comparison, end to end: this
+    boot's timeline against `autonuma-tiering` on the machine that mirrors the guest.
+    Both place 90% of the hot range on node 0; the promotions, and the demotions per
+    promotion, agree within COUNTER_BOUND."""
+    sys.path.insert(0, str(harness.REPO / "scripts"))
+    import sim_vs_kernel as svk
+    case = svk.CASES["kernel-hotcold"]
+    g = svk.guest_data(case, guest_run)
+    s = svk.simulate(case, g, tmp_path, **svk.calibration())
+    print(f"simulator against kernel: {svk.gaps(g, s)}")
+    assert max(g["hot_fast"]) >= MOST and max(s["hot_fast"]) >= MOST
+    kp, kd, sp, sd = g["promoted"][-1], g["demoted"][-1], s["promoted"][-1], s["demoted"][-1]
+    assert kp > 0 and sp > 0 and abs(kp - sp) <= COUNTER_BOUND * sp, (kp, sp)
+    assert abs(kd / kp - sd / sp) <= COUNTER_BOUND * sd / sp, (kd, kp, sd, sp)

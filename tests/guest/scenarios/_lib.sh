@@ -27,6 +27,11 @@ nodes_json() {
     _o="$_o${_o:+,}\"N$_id\":{\"cpus\":$(jstr "$(cat $n/cpulist)"),\"total_mib\":$_t,\"free_mib\":$_f}"
   done; echo "{$_o}"
 }
+# {"0":{"managed":pages,"min":..,"low":..,"high":..},...}: each node's watermarks summed over
+# its zones (/proc/zoneinfo), for the simulator's machine that mirrors the guest
+zoneinfo_json() {
+  awk '/^Node/{n=$2; sub(",","",n)} /^ +managed/{m[n]+=$2} /^ +min /{a[n]+=$2} /^ +low /{b[n]+=$2} /^ +high /{c[n]+=$2} END{printf "{"; s=""; for (k in m) {printf "%s\"%s\":{\"managed\":%d,\"min\":%d,\"low\":%d,\"high\":%d}", s, k, m[k], a[k], b[k], c[k]; s=","} printf "}"}' /proc/zoneinfo
+}
 node_free_mib() { awk '/MemFree/ {print int($4/1024)}' /sys/devices/system/node/node$1/meminfo; }
 # kernel tiering knobs: set_kernel_tiering NUMA_BALANCING_MODE DEMOTION(true|false)
 set_kernel_tiering() {

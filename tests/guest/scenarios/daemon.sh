@@ -4,9 +4,10 @@
 #   python3 -m tierlab daemon --pid PID --policy P --interval I --out /tmp/out
 #   (expected to exit by itself, rc 0, once PID has exited; SIGTERM after grace_s otherwise)
 # Args (tl.KEY=VALUE): mode=exec policy=autonuma-tiering alloc=dram-preferred interval=1s hot_mib=64
-#   cold_mib=256 seconds=30 hot_node= cold_node= (initial placement, default: the alloc decides)
+#   cold_mib=256 (auto: node 0's free memory - headroom_mib, 16) seconds=30 hot_node= cold_node= (initial placement, default: the alloc decides)
 #   write_share=0.2 progress_ms=1000 sample_ms=1000 numa_balancing=0 demotion=false
-#   grace_s=60 (exec gets seconds+grace_s, then SIGTERM) exec_args= (extra exec args, comma-separated)
+#   windows=1 move_ms=10000 (windows=K: hotcold's hot range is K windows of hot_mib each, the
+#   hot one moving every move_ms) grace_s=60 (exec gets seconds+grace_s, then SIGTERM) exec_args= (extra exec args, comma-separated)
 #   until_hot_on= (e.g. N0: stop at an event, not a time: once until_fraction (0.9) of the hot
 #   range is on that node and `after` (3) more samples are taken, SIGTERM the workload, which
 #   stops, verifies its pages and exits; `seconds` is then only a cap)
@@ -20,10 +21,20 @@ HOT=${TL_hot_mib:-64}; COLD=${TL_cold_mib:-256}; SECS=${TL_seconds:-30}
 OUT=/tmp/out
 set_kernel_tiering "${TL_numa_balancing:-0}" "${TL_demotion:-false}"
 res nodes-before nodes "$(nodes_json)" uptime "$(uptime_s)"
+res zoneinfo nodes "$(zoneinfo_json)"
+free0=$(node_free_mib 0)
+# cold_mib=auto: fill node 0 up to headroom_mib (16) of its free memory
+[ "$COLD" = auto ] && COLD=$((free0 - ${TL_headroom_mib:-16}))
+res sizes hot_mib "$HOT" cold_mib "$COLD" node0_free_mib "$free0" seconds "$SECS" \
+  windows "${TL_windows:-1}" move_ms "${TL_move_ms:-0}"
 hc_args="--hot-mib $HOT --cold-mib $COLD --seconds $SECS --interval-ms ${TL_progress_ms:-1000}"
 hc_args="$hc_args --write-share ${TL_write_share:-0.2} --ready-file /tmp/hc.ready --done-file /tmp/hc.done"
 [ -n "${TL_hot_node:-}" ] && hc_args="$hc_args --hot-node $TL_hot_node"
 [ -n "${TL_cold_node:-}" ] && hc_args="$hc_args --cold-node $TL_cold_node"
+if [ "${TL_windows:-1}" -gt 1 ]; then
+  hc_args=$(echo "$hc_args" | sed "s/--hot-mib $HOT /--hot-mib $((HOT * TL_windows)) /")
+  hc_args="$hc_args --hot-windows $TL_windows --move-ms ${TL_move_ms:-10000}"
+fi
 extra=$(echo "${TL_exec_args:-}" | tr ',' ' ')
 MODE=${TL_mode:-exec}
 TIERLAB="python3 -m tierlab"; [ "${TL_impl:-tierlab}" = fake ] && TIERLAB="python3 /guest/fake_exec.py"
@@ -41,7 +52,8 @@ else
   set -- $TIERLAB exec --policy "$P" --alloc "$A" --interval "$I" --out "$OUT" $extra \
     -- /bin/hotcold $hc_args
 fi
-res exec-command mode "$MODE" argv "$(printf '%s ' "$@")" policy "$P" alloc "$A" interval "$I"
+res exec-command mode "$MODE" argv "$(printf '%s ' "$@")" policy "$P" alloc "$A" interval "$I" \
+  uptime "$(uptime_s)"
 mkfifo /tmp/exec.fifo
 # every exec output line goes to the console as it comes: hotcold's own JSON lines (if exec
 # passes the child's output through) as kind hotcold, exec's JSON objects as exec-interval,

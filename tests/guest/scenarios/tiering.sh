@@ -25,7 +25,7 @@ DAMOS=; [ "$T" = damon ] && DAMOS=--damos
 res nodes-before nodes "$(nodes_json)" uptime "$(uptime_s)"
 TL_scan_size_mb=${TL_scan_size_mb:-1024}
 set_kernel_tiering 0 true
-res zoneinfo nodes "$(awk '/^Node/{n=$2; sub(",","",n)} /^ +managed/{m[n]+=$2} /^ +min /{a[n]+=$2} /^ +low /{b[n]+=$2} /^ +high /{c[n]+=$2} END{printf "{"; s=""; for (k in m) {printf "%s\"%s\":{\"managed\":%d,\"min\":%d,\"low\":%d,\"high\":%d}", s, k, m[k], a[k], b[k], c[k]; s=","} printf "}"}' /proc/zoneinfo)"
+res zoneinfo nodes "$(zoneinfo_json)"
 tiering_on() {
   if [ "$T" = damon ]; then damon_tiering_on || return 1
   else echo 2 > /proc/sys/kernel/numa_balancing; fi
