@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guest.h"
 #include "pagenode.h"
 
 #define MPOL_DEFAULT 0
@@ -51,20 +52,6 @@
 
 static volatile sig_atomic_t stop_flag;
 static void on_signal(int sig) { (void)sig; stop_flag = 1; }
-
-static double boottime(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_BOOTTIME, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static inline uint64_t h32(uint64_t x)
 {
@@ -93,18 +80,6 @@ static void emit(FILE *copy, const char *line)
     fputs(line, stdout);
     fflush(stdout);
     if (copy) { fputs(line, copy); fflush(copy); }
-}
-
-static void write_file(const char *path, const char *line)
-{
-    if (!path) return;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) { perror(path); return; }
-    fputs(line, f);
-    fclose(f);
-    rename(tmp, path);          /* readers see the whole line or nothing */
 }
 
 struct range { char *start; size_t pages; int node; };

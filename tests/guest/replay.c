@@ -69,6 +69,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guest.h"
 #include "pagenode.h"
 
 #define PAGE 4096UL
@@ -78,21 +79,6 @@
 
 static volatile sig_atomic_t stop_flag;
 static void on_signal(int sig) { (void)sig; stop_flag = 1; }
-
-/* CLOCK_BOOTTIME's seconds: the clock of /proc/uptime, which the guest's samplers use */
-static double boottime(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_BOOTTIME, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static inline uint64_t rng_next(uint64_t *s)
 {   /* splitmix64: every output bit is usable */
@@ -127,18 +113,6 @@ static void emit(const char *line)
 {
     fputs(line, stdout);
     fflush(stdout);
-}
-
-static void write_file(const char *path, const char *line)
-{
-    if (!path) return;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) { perror(path); return; }
-    fputs(line, f);
-    fclose(f);
-    rename(tmp, path);          /* readers see the whole line or nothing */
 }
 
 static uint64_t rd64(const unsigned char *p)

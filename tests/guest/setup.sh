@@ -98,7 +98,8 @@ K=$(cat "$KDIR/KVER")
 # ---- 3. static C programs ----------------------------------------------------------------
 for prog in hotcold movetest replay; do
   src=$HERE/$prog.c; out=$C/bin/$prog
-  if [ ! -x "$out" ] || [ "$src" -nt "$out" ] || [ "$HERE/pagenode.h" -nt "$out" ]; then
+  if [ ! -x "$out" ] || [ "$src" -nt "$out" ] || [ "$HERE/pagenode.h" -nt "$out" ] ||
+     [ "$HERE/guest.h" -nt "$out" ]; then
     log "gcc -static $prog"
     gcc -O2 -Wall -Wextra -static -o "$out.tmp" "$src" && mv "$out.tmp" "$out"
   fi
