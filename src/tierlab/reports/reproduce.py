@@ -106,9 +106,13 @@ def reproduce_idt(out: Path, scale: float, workloads: list[str], jobs: int | Non
     gm = {k[2]: v for k, v in geomean_speedups(main).items()}
     gm2 = {k[2]: v for k, v in geomean_speedups(two).items()}
     best = max((p for p in IDT_BASELINES if p in gm), key=gm.get)
-    prp = [r for r in abl if r["policy"] in ("idt", "idt-damon", PRP_SUM)]
+    order = {p: i for i, p in enumerate(("idt", PRP_SUM, "idt-damon"))}
+    wls = {w: i for i, w in enumerate(dict.fromkeys(r["workload"] for r in abl))}
+    prp = sorted((r for r in abl if r["policy"] in order),
+                 key=lambda r: (wls[r["workload"]], order[r["policy"]], r["seed"]))
     prp_rows = "\n".join(
-        f"| {r['workload']} | {r['policy']} | {r['policy_stats'].get('arp', 0)} | "
+        f"| {r['workload']} | {r['policy']} | {r['seed']} | "
+        f"{r['policy_stats'].get('arp', 0)} | "
         f"{r['policy_stats'].get('prp', 0)} | "
         + (f"{r['policy_stats']['prp_accuracy']:.2f}"
            if r['policy_stats'].get('prp_accuracy') is not None else "-") + " |"
@@ -192,8 +196,8 @@ distance's scale and tightened to each accepted distance for the rest of the run
 `{PRP_SUM}` a fixed threshold on the normalised sum, geomean {g[PRP_SUM]:.2f}x;
 `idt-noprp` {g['idt-noprp']:.2f}x):
 
-| workload | policy | ARP regions | PRP regions | PRP accuracy |
-|---|---|---:|---:|---:|
+| workload | policy | seed | ARP regions | PRP regions | PRP accuracy |
+|---|---|---:|---:|---:|---:|
 {prp_rows}
 
 Merge quality: the mean normalised Hamming distance between the access histories of
