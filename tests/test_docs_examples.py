@@ -19,7 +19,7 @@ from tierlab.errors import TierlabError
 ROOT = Path(__file__).resolve().parents[1]
 #: (file, the example's first words) -> why it does not run in make test
 NOT_RUNNABLE = {
-    ("README.md", "make demo"): "the demo itself: 30 runs, about 2 min "
+    ("README.md", "make demo"): "the demo itself: 30 runs, about 80 s "
                                 "(benchmarks/bench_demo.py times it)",
     ("README.md", "make test"): "the test suite itself",
     ("README.md", "tierlab compare --machine optane-4tier --scale 1/64"):
