@@ -110,7 +110,7 @@ def guest_args(case: Case) -> tuple[str, dict]:
     if case.workload == "hotcold":
         a.update(hot_mib=128, seconds=240)
     if case.tiering == "exec":
-        # tierlab exec's own python holds ~100 MiB of node 0 beside the bound cold range
+        # tierlab exec's own python holds ~110 MiB of node 0 beside the bound cold range
         return "daemon", dict(mode="exec", policy=case.policy, alloc="dram-preferred",
                               interval="1s", hot_node=1, cold_node=0, cold_mib="auto",
                               headroom_mib=128, progress_ms=500, sample_ms=500, **a)
