@@ -309,8 +309,8 @@ class DamonTiering(Policy):
         for i, n in enumerate(path[:-1]):
             self.schemes.append(Scheme(
                 "migrate_cold", n, path[i + 1], 0, 0, self.min_age, BIG,
-                goal_metric="node_mem_free_bp" if self.goals else None, goal_nid=n, goal_bp=free_bp + off(n),
-                **common))
+                goal_metric="node_mem_free_bp" if self.goals else None, goal_nid=n,
+                goal_bp=free_bp + off(n), **common))
         for i, n in enumerate(path[1:], start=1):
             if self.promote == "top":
                 targets = [path[0]]
