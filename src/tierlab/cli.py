@@ -37,7 +37,7 @@ runs per seed at the default scale, and typical wall time per seed (--jobs 1, 2-
 box; docs/benchmarks.md; "estimated": from IDT's 52 s per run at 1/64 with its
 full-scale 1,000-10,000 regions); the default --seeds 0-2 takes three times as long:
   idt             260 runs (240 at 1/64, 20 trace runs)    71 min
-  idt --sensitivity 72 runs                                  ~1 h (estimated)
+  idt --sensitivity 72 runs                                  ~20 min
   hemem            60 runs at 1/256                          17 min
   telescope        15 telemetry runs up to 5 TiB, 9 tiering  2-8 min
   johnny-cache     42 runs at 1/32                           1.5 min

@@ -135,7 +135,11 @@ def reproduce_idt_sensitivity(out: Path, scale: float | None = None,
     for g in gs:
         _heatmap(g, out / f"idt-sensitivity-{g['name']}.png")
     path = out / "README.md"
-    path.write_text(_readme(gs, recs, machine, scale, wls, wall) + seeds_footer(recs))
+    seeds = sorted({x for r in recs for x in r.get("seeds", [r.get("seed")])})
+    path.write_text(_readme(gs, recs, machine, scale, wls) + (
+        f"\nSeeds {', '.join(map(str, seeds))}: every cell's throughput on a workload is "
+        "the geometric mean of its runs over the seeds (no interval is drawn for a "
+        "cell).\n" if len(seeds) > 1 else seeds_footer(recs)))
     return path
 
 
@@ -235,8 +239,9 @@ def md_workloads(g, wls) -> str:
     return "\n".join(out)
 
 
-def _readme(gs, recs, machine, scale, wls, wall) -> str:
+def _readme(gs, recs, machine, scale, wls) -> str:
     ga, gb = gs
+    nruns = sum(len(r.get("seeds", [r.get("seed")])) for r in recs)
     sections = []
     for g, label in ((ga, "(a)"), (gb, "(b)")):
         lo, hi = _span(g)
@@ -280,9 +285,10 @@ Here: `idt` on `{machine}` at scale {_scale_txt(scale)}; workloads
 {", ".join(f"`{w}`" for w in wls)} ({which}). Every cell's policy spec names all four
 parameters, e.g. `{cell_spec("5ms", "2s", *DEFAULT[2:])}`; the default cell is
 one run shared by both grids. A cell's performance = geometric mean over the workloads
-of its throughput / the default cell's throughput on the same workload (one seed).
-{len(recs)} runs in {wall:.0f} s of wall time. Records: `results.json` (grids and run
-records), `results.csv` (every cell on every workload, and a `geomean` row per cell).
+of its throughput / the default cell's throughput on the same workload, a throughput
+being the geometric mean over the seeds: {len(recs)} runs a seed, {nruns} in all.
+Records: `results.json` (grids and run records), `results.csv` (every cell on every
+workload, and a `geomean` row per cell).
 
 {chr(10).join(sections)}
 Command: `tierlab reproduce idt --sensitivity --out DIR` (`--scale`, `--workloads`,
