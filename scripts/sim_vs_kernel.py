@@ -253,6 +253,11 @@ def sim_policy(case: Case, g: dict) -> str:
     return "damon-tiering:young=off" if case.policy == "damon-tiering" else case.policy
 
 
+def trace_path(case: Case) -> Path:
+    """The recording a replay case replays (the repository's tests/data/traces)."""
+    return ROOT / "tests" / "data" / "traces" / f"{case.args['trace']}.npz"
+
+
 def calibration(migrate_bw_mib: float = MIGRATE_BW_MIB,
                 hint_fault_us: float = HINT_FAULT_US) -> dict:
     """The mirrored machine's copy speed and hint-fault cost (guest_machine's keywords)."""
@@ -267,24 +272,27 @@ def simulate(case: Case, g: dict, out: Path, **machine) -> dict:
     run with the guest's rate is followed by one whose per-op cost is corrected by the
     difference (a moving hot set then moves at the guest's times)."""
     ns = 1e9 / g["ops_per_s"] - 100
-    s = _simulate(case, g, out, ns, **machine)
+    hot = None
+    if case.workload == "replay":  # the replayer's hot pages, by its own ranking
+        r = case.args
+        rt = replay_export.replay_arrays(trace_path(case))
+        hot = np.sort(replay_export.hot_pages(rt, r["copies"], r["hot_pages"]))
+    s = _simulate(case, g, out, ns, hot, **machine)
     # the op's whole cost (compute + 100 ns of memory) scales with the rate's miss; a
     # replay's copies each bring a thread in the simulator (docs/trace-format.md), which
     # this scaling also absorbs
     ns2 = (ns + 100) * s["ops_per_s"] / g["ops_per_s"] - 100
     if abs(ns2 - ns) > 0.02 * ns and ns2 > 1:
-        s = _simulate(case, g, out, ns2, **machine)
+        s = _simulate(case, g, out, ns2, hot, **machine)
     return s
 
 
-def _simulate(case: Case, g: dict, out: Path, ns: float, **machine) -> dict:
+def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict:
     rate = f"threads=1,mlp=1,compute_ns={max(ns, 1):.4g}"
     if case.workload == "replay":
         r = case.args
-        trace = ROOT / "tests" / "data" / "traces" / f"{r['trace']}.npz"
+        trace = trace_path(case)
         wl = f"trace:{trace},copies={r['copies']},per_window={r['per_window']},{rate}"
-        rt = replay_export.replay_arrays(trace)
-        hot = np.sort(replay_export.hot_pages(rt, r["copies"], r["hot_pages"]))
     else:
         k, mv = case.args.get("windows", 1), case.args.get("move_ms", 0)
         cfg = masim_config(g, out / f"{case.name}.cfg", k, mv)

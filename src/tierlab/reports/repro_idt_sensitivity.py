@@ -135,11 +135,9 @@ def reproduce_idt_sensitivity(out: Path, scale: float | None = None,
     for g in gs:
         _heatmap(g, out / f"idt-sensitivity-{g['name']}.png")
     path = out / "README.md"
-    seeds = sorted({x for r in recs for x in r.get("seeds", [r.get("seed")])})
-    path.write_text(_readme(gs, recs, machine, scale, wls) + (
-        f"\nSeeds {', '.join(map(str, seeds))}: every cell's throughput on a workload is "
-        "the geometric mean of its runs over the seeds (no interval is drawn for a "
-        "cell).\n" if len(seeds) > 1 else seeds_footer(recs)))
+    # no report.html: its records are one per cell, over the seeds
+    path.write_text(_readme(gs, recs, machine, scale, wls)
+                    + seeds_footer(recs, report_html=False))
     return path
 
 

@@ -211,15 +211,18 @@ def over_seeds(records) -> list[dict]:
     return out
 
 
-def seeds_footer(records) -> str:
+def seeds_footer(records, report_html: bool = True) -> str:
     """The closing paragraph of a reproduction's README: which seeds its numbers are
-    over, and where their intervals are."""
+    over, and where their intervals are (`report_html`: in the report.html beside it;
+    without one, nowhere)."""
     seeds = sorted({s for r in records if isinstance(r, dict) and "seed" in r
                     for s in r.get("seeds", [r["seed"]])})  # over_seeds keeps `seeds`
     if len(seeds) <= 1:
         return (f"\n\nOne seed ({seeds[0] if seeds else 0}): no interval and no verdict; "
                 "`--seeds 0-2` gives both.\n")
+    where = ("the report.html that `tierlab reproduce` writes beside this file gives each "
+             f"its 95% interval and verdict ({TEST})") if report_html else \
+        "no interval is drawn for them"
     return (f"\n\nSeeds {', '.join(map(str, seeds))}: a number that stands for several "
             "runs is their geometric mean over the seeds (other figures: the lowest "
-            "seed's run); the report.html that `tierlab reproduce` writes beside this "
-            f"file gives each its 95% interval and verdict ({TEST}).\n")
+            f"seed's run); {where}.\n")
