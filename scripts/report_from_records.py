@@ -1,0 +1,51 @@
+"""Write a reproduction's report again from the run records of an earlier sweep, with
+this tree's report code and no run made: `tierlab reproduce`'s own command line, its
+`api.compare` calls answered from DIR/results.jsonl (every run they ask for must be
+there, at seeds 0-2).
+
+    .venv/bin/python scripts/report_from_records.py RUNS_DIR reproduce idt --out DIR
+    .venv/bin/python scripts/report_from_records.py RUNS_DIR reproduce idt --sensitivity \\
+        --out DIR
+
+docs/idt-repro and docs/idt-sensitivity were written this way from the runs made at
+173c68a (docs/idt.md).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+from tierlab import api, cli
+from tierlab.reports.results import add_speedups
+
+SEEDS = 3
+
+
+def main() -> int:
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    src = Path(sys.argv[1]) / "results.jsonl"
+    if not src.is_file():
+        sys.exit(f"report_from_records: no run records at {src}")
+    runs = [json.loads(line) for line in src.open()]
+
+    def from_records(machines, workloads, policies, allocs=("dram-preferred",),
+                     seeds=None, scale=None, baseline=None, **kw):
+        ms, ws, ps = set(map(str, machines)), set(map(str, workloads)), set(map(str, policies))
+        recs = [copy.deepcopy(r) for r in runs if r["machine"] in ms and r["workload"] in ws
+                and r["policy"] in ps and r["alloc"] in allocs]
+        want = len(ms) * len(ws) * len(ps) * len(allocs) * SEEDS
+        if len(recs) != want:
+            sys.exit(f"report_from_records: {len(recs)} of the {want} runs asked for are in "
+                     f"{sys.argv[1]}/results.jsonl")
+        add_speedups(recs, baseline or policies[0], alloc=allocs[0])
+        return recs
+
+    api.compare = from_records
+    return cli.main(sys.argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
