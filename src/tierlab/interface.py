@@ -106,7 +106,7 @@ class PolicyView:
         "lru", "bits", "cache",
         # actions and scheduling
         "free", "capacity", "node_of", "rng_for", "scaled_bytes", "migrate",
-        "tier_counters", "migrate_tpm", "shadow_frames",
+        "tier_counters", "tier_writes", "migrate_tpm", "shadow_frames",
         "migrate_range", "migrate_ranges", "exchange", "reclaim", "every", "charge_cpu", "stall",
         # allocation policies place first touches with it
         "_place_upto",

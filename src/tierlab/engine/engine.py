@@ -157,6 +157,8 @@ class Simulation(PolicyBackend):
         #: and their occupancy integral (reads x loaded latency, ns); `tier_counters`
         self._inserts = np.zeros(k)
         self._occupancy = np.zeros(k)
+        #: and the memory controllers' write count per node; `tier_writes`
+        self._wr_count = np.zeros(k)
         self._series = {"t": [], "work": [], "acc": []}
         self._metric_points = metric_points
         self._x = 0.0
@@ -577,6 +579,12 @@ class Simulation(PolicyBackend):
         the hardware shows, not the workload's rates."""
         return self._inserts.copy(), self._occupancy.copy()
 
+    def tier_writes(self):
+        """Cumulative line writes per node, as the memory controllers count them
+        (Intel IMC CAS_COUNT.WR; on Optane the PMM write-queue inserts): the
+        process's own here, what per-node counters show with nothing else running."""
+        return self._wr_count.copy()
+
     def predict(self, reads, writes):
         """(throughput, per-node utilisation) the closed loop would reach with `reads`
         and `writes` (accesses per unit of work on each node) under this run's devices
@@ -605,6 +613,7 @@ class Simulation(PolicyBackend):
             if self.cache is None:
                 reads = self._reads * dw
                 self._inserts += reads
+                self._wr_count += self._writes * dw
                 self._occupancy += reads * np.asarray(self._lat_r) * loaded_factor(u)
         self.work += dw
         self.now = t

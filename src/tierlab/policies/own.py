@@ -15,36 +15,46 @@ Decision, every aggregation:
    on estimates): regions by estimated rate, hottest first, fill the nodes down the
    demotion path up to what the process can have there (its pages there plus the free
    memory above the high watermark).
-2. **Loaded-latency balance** (Colloid, SOSP'24): where the engine exposes uncore
-   counters (`tier_counters`; CHA occupancy / inserts = loaded read latency, Little's
-   law), the top node's share of the estimated accesses is capped: the cap shrinks by
-   a fifth while its loaded latency exceeds the next node's by more than 5%, and grows
-   back by 5 points while it is more than 10% below; regions beyond the cap go to the
-   next node even if the top one has room. Without counters (the Linux backend) the cap
-   stays at 1.
-3. **Admission by gain against cost** (ALTO, ARMS): a promotion into a node with room is
-   made when its expected gain over the region's horizon exceeds `margin` (1) times
-   its copy and shootdown cost. The horizon is the longer of the region's DAMON age (a
-   pattern that held for a seconds is expected to hold about a more) and the time the
-   move has been wanted and deferred (ski rental: once the gain missed so far repays the
-   copy, moving costs at most twice the best choice in hindsight; without it a region
-   whose heat changes every aggregation, the hot tail of a recency pattern whose age
-   keeps resetting, waits for ever). Into a full node a promotion displaces the coldest
-   regions there (demoted to their own place, or the next node down); the pair is made
-   only if the promoted region is hotter than every displaced one beyond their
-   difference's binomial noise (a two-sample test: h_p - h_v > z sqrt(se_p^2 + se_v^2),
-   se the standard error of h over n samples, z = sqrt(2 ln N) + 1 for N regions: the
-   largest of N noise deviations stays below it) and the gain of the
-   exchange over the promoted region's horizon repays both copies by `margin`. Gains are
-   thread-seconds saved over the horizon: the region's rate x the difference of the
-   two nodes' marginal latencies, the move's own effect on their queueing included
-   (`_saved`; unloaded latencies where no counters are read).
-   Uniform access (STREAM, uniform GUPS) has no significant difference, so nothing moves:
-   the static placement is kept.
-4. **No storms**: the moves of one decision are capped at half the copy bandwidth over
+2. **Load curves** (policies/loadbalance.py): where the backend has per-node counters
+   (`tier_counters`: CHA TOR inserts and occupancy, the reads and their loaded
+   latency by Little's law, as Colloid (SOSP'24) reads them; `tier_writes`: the
+   memory controllers' writes), each node's loaded latency is fitted as a function of
+   our reads and writes there, a co-runner's traffic apart. Without counters (the
+   Linux backend, `balance=off`) latencies are the unloaded ones and step 4 is off.
+3. **Region moves, admitted by gain against cost** (ALTO, ARMS): a promotion into a
+   node with room is made when its expected gain over the region's horizon exceeds
+   `margin` (1) times its copy and shootdown cost. The horizon is the longer of the
+   region's DAMON age (a pattern that held for a seconds is expected to hold about a
+   more) and the time the move has been wanted and deferred (ski rental: once the gain
+   missed so far repays the copy, moving costs at most twice the best choice in
+   hindsight; without it a region whose heat changes every aggregation, the hot tail
+   of a recency pattern whose age keeps resetting, waits for ever). Into a full node a
+   promotion displaces the coldest regions there (demoted to their own place, or the
+   next node down); the pair is made only if the promoted region is hotter than every
+   displaced one beyond their difference's binomial noise (a two-sample test: h_p -
+   h_v > z sqrt(se_p^2 + se_v^2), se the standard error of h over n samples, z =
+   sqrt(2 ln N) + 1 for N regions: the largest of N noise deviations stays below it)
+   and the gain of the exchange over the promoted region's horizon repays both copies
+   by `margin`. Gains are thread-seconds saved over the horizon: the change of both
+   nodes' stall under their load curves when the region takes its share of the source
+   node's counted traffic (`_saved`; rate x the difference of the unloaded latencies
+   without counters). Uniform access (STREAM, uniform GUPS) has no significant
+   difference, so nothing moves: the static placement is kept.
+4. **Load balance over every node** (with counters; no published system balances
+   more than two tiers): the budget the region moves left goes to moves of random
+   shares of a queueing node's pages to the node where they lower the total stall most
+   (displacing random pages of a full one), planned on the load curves
+   (`loadbalance.plan`) and made when the stall saved over the time the node has shed
+   repays the copies. The counters, not the regions' estimates, say where the load
+   is, so this works where the regions cannot resolve the hot pages (n copies of a
+   program, a few very hot pages in big regions). Region moves do not go into a node
+   that shed load at the previous decision.
+5. **No storms**: the moves of one decision are capped at half the copy bandwidth over
    the aggregation interval; a moved region's age is reset (IDT's rule), so its
    horizon starts again and it cannot bounce back at once.
-Every move is written to `--explain` with its reason, gain and cost.
+Every move is written to `--explain` with its reason, gain and cost, and each decision
+with every node's counted reads and writes, utilisation, background, fitted slope,
+marginal latency and the utilisation the planned moves aim for.
 
 kswapd demotion stays on (the allocator's fallback when a burst of allocations fills a
 node between decisions).
@@ -57,11 +67,13 @@ from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..monitors.damon import Damon
 from ..monitors.idt_regions import IdtRegions
-from ..params import parse_number
+from ..params import parse_choice, parse_number
 from ..units import PAGE
 from .base import POLICIES, Policy
+from .loadbalance import LoadCurves, plan
 
-CAP_DOWN, CAP_UP = 0.8, 0.05  #: the loaded-latency cap's steps (multiplicative, additive)
+SAMPLE = 1 << 20  #: pages whose node one rebalance reads, at most
+CAP_DOWN, CAP_UP = 0.8, 0.05  #: the top node's cap steps (multiplicative, additive)
 PROBE = 5  #: pages per region looked at for its node (evenly spaced)
 EXPLAIN_MOVES = 64  #: moves per decision written to --explain
 
@@ -69,15 +81,18 @@ EXPLAIN_MOVES = 64  #: moves per decision written to --explain
 @POLICIES.register("tierlab")
 class Tierlab(Policy):
     """tierlab's own: DAMON regions, hottest-first fill of the tiers, moves admitted by
-    expected gain against copy cost (significance-tested), top tier's access share
-    capped by loaded-latency balance (Colloid)."""
+    expected gain against copy cost (significance-tested) under per-node load curves,
+    and the load of queueing nodes balanced over every node."""
 
-    explain_fields = ("t", "budget_share", "loaded_ns", "moves")
+    explain_fields = ("t", "nodes", "aimed_util", "moves")
 
     def __init__(self, sample="10ms", aggr="1s", min_nr_regions=1000,
-                 max_nr_regions=10000, margin="1", monitor="idt"):
+                 max_nr_regions=10000, margin="1", monitor="idt", balance="on"):
         super().__init__(sample=sample, aggr=aggr, min_nr_regions=min_nr_regions,
-                         max_nr_regions=max_nr_regions, margin=margin, monitor=monitor)
+                         max_nr_regions=max_nr_regions, margin=margin, monitor=monitor,
+                         balance=balance)
+        #: "off": the hits placement alone, as without uncore counters (an ablation)
+        self.balance = parse_choice(balance, "tierlab balance", ("on", "off"))
         kinds = {"idt": IdtRegions, "damon": Damon}
         if str(monitor) not in kinds:
             raise TierlabError(f"bad tierlab monitor {monitor!r}; valid: idt, damon")
@@ -94,11 +109,13 @@ class Tierlab(Policy):
         self.margin = parse_number(margin, "tierlab margin (the gain a move must repay, in "
                                    "multiples of its cost)", lo=0.0, hi=1e6, lo_open=True)
         self.explain = None
-        self.budget_share = 1.0
         self.promoted = self.demoted = self.refused_noise = self.refused_cost = 0
         self.decisions = 0
         self._counters = None
-        self.loaded = None
+        self.curves = None  #: LoadCurves, once two counter readings are in
+        self.balance_entry = None  #: the last rebalance's --explain entry
+        self.budget_share = 1.0  #: the top node's cap on the estimated accesses
+        self.spread = 0
         self._want_runs = None
 
     def attach(self, sim) -> None:
@@ -106,8 +123,12 @@ class Tierlab(Policy):
         m = sim.machine
         self.path = list(m.demotion)
         self.lat = np.array([m.read_latency_ns(n) for n in range(m.nnodes)]) * 1e-9
+        self._read_bw = np.array([t.read_bw for t in m.tiers])
+        self._write_bw = np.array([t.write_bw for t in m.tiers])
         self.copy_s = PAGE / m.migrate_bw * sim.scale  # CPU per page copied
         self.shootdown_s = m.tlb_shootdown_s * sim.threads / (512 * sim.scale)
+        self._rng = sim.rng_for("tierlab-spread")
+        self._shed_from = np.zeros(m.nnodes, dtype=bool)  #: shed from at this decision
         self.monitor.attach(sim)
         self.monitor.subscribe(self.decide)
 
@@ -125,35 +146,111 @@ class Tierlab(Policy):
         node[counts.max(axis=1) == 0] = UNALLOC
         return node
 
-    def _loaded_latency(self):
-        """Per-node loaded read latency (s) since the last decision, from the uncore
-        counters where the backend has them; None otherwise."""
+    def _read_counters(self):
+        """Per-node reads/s, writes/s and the reads' mean loaded latency (s) since the
+        last decision, from the uncore counters where the backend has them (CHA TOR
+        inserts and occupancy; the memory controllers' writes, zero where not
+        counted); None otherwise."""
         tc = getattr(self.sim, "tier_counters", None)
-        if tc is None:
+        if tc is None or self.balance == "off":
             return None
         try:
             ins, occ = tc()
         except (AttributeError, TierlabError):
             return None
-        prev, self._counters = self._counters, (ins, occ)
-        if prev is None:
+        tw = getattr(self.sim, "tier_writes", None)
+        wr = tw() if tw is not None else np.zeros_like(ins)
+        now = self.sim.now
+        prev, self._counters = self._counters, (ins, occ, wr, now)
+        if prev is None or now <= prev[3]:
             return None
-        di, do = ins - prev[0], occ - prev[1]
+        di, do, dt = ins - prev[0], occ - prev[1], now - prev[3]
         with np.errstate(invalid="ignore", divide="ignore"):
             lat = np.where(di > 0, do / np.where(di > 0, di, 1) * 1e-9, np.nan)
-        return lat
+        return di / dt, (wr - prev[2]) / dt, lat
 
-    def _balance(self, lat) -> None:
-        """Colloid's direction on the top node's access-share cap."""
-        if lat is None or len(self.path) < 2:
+    def _observe(self) -> None:
+        """Read the counters and fit the load curves (balance_entry None without)."""
+        got = self._read_counters()
+        self.balance_entry = None
+        if got is None:
             return
-        top, nxt = lat[self.path[0]], lat[self.path[1]]
-        if not (np.isfinite(top) and np.isfinite(nxt)):
-            return
+        R, W, lat = got
+        if self.curves is None:
+            self.curves = LoadCurves(self.lat, self._read_bw, self._write_bw)
+        cv = self.curves
+        cv.update(R, W, lat)
+        self.balance_entry = {"nodes": [
+            {"node": n, "reads_per_s": float(R[n]), "writes_per_s": float(W[n]),
+             "loaded_ns": float(cv.latency(n, R[n], W[n]) * 1e9), "util": float(cv.u[n]),
+             "background": float(cv.b[n]), "slope": float(cv.a[n]),
+             "marginal_ns": float(cv.marginal(n) * 1e9)} for n in range(R.size)],
+            "aimed_util": None}
+        # Colloid's direction on the top node's share of the estimated accesses, by
+        # marginal latency (an access moved's cost, its queueing effect included)
+        top, nxt = (cv.marginal(n) if R[n] + W[n] > 0 else self.lat[n]
+                    for n in self.path[:2])
         if top > nxt * 1.05:
             self.budget_share = max(self.budget_share * CAP_DOWN, 0.05)
         elif top < nxt * 0.9:
             self.budget_share = min(self.budget_share + CAP_UP, 1.0)
+
+    def _rebalance(self, s, e, budget, out) -> int:
+        """Counter-driven load balance (policies/loadbalance.py) with what is left of
+        `budget`: plan moves of random shares of a queueing node's pages to
+        another node (displacing random pages of a full one) that lower the total
+        stall over their horizon more than their copies cost, and make them. A random
+        share of a node's pages carries that share of its traffic in expectation
+        however coarse the regions: the counters, not the regions' estimates, say
+        where the load is (weighted interleaving, as Linux's MPOL_WEIGHTED_INTERLEAVE,
+        with weights from the load curves). A shed must repay its copies within one
+        aggregation; nodes that shed at the last decision take none. Returns the pages
+        moved."""
+        cv = self.curves
+        R = cv.R
+        size = e - s
+        span = int(size.sum())
+        rng = self._rng
+        if span <= SAMPLE:
+            pages = np.concatenate([np.arange(a, b) for a, b in zip(s, e)])
+        else:
+            off = np.sort(rng.integers(0, span, SAMPLE))
+            cum = np.cumsum(size)
+            j = np.searchsorted(cum, off, side="right")
+            pages = s[j] + off - (cum[j] - size[j])
+        nd = self.sim.node_of(pages)
+        k = R.size
+        mine = [pages[nd == n] for n in range(k)]
+        mem = self.sim.mem
+        room = (mem.free - mem.wmark_high).astype(float) * pages.size / max(span, 1)
+        horizon = np.full(R.size, self.monitor.aggr_interval)  # repaid within one
+        steps, R1, W1 = plan(cv, [m.size for m in mine], room, horizon,
+                             self.copy_s + self.shootdown_s, self.margin,
+                             int(budget * pages.size / max(span, 1)), closed=self._closed)
+        order = [rng.permutation(m.size) for m in mine]
+        used = np.zeros(k, dtype=np.int64)
+        moved = 0
+        for n, m, x, to, d, saved, cost in steps:
+            if d:
+                v = mine[m][order[m][used[m]:used[m] + d]]
+                used[m] += d
+                got_d = self.sim.migrate(v, to, reason="tierlab")
+                moved += got_d
+                out.append({"pages": int(got_d), "from": int(m), "to": int(to),
+                            "reason": "displaced by a load shed", "gain_s": 0.0,
+                            "cost_s": float(got_d * (self.copy_s + self.shootdown_s))})
+            p = mine[n][order[n][used[n]:used[n] + x]]
+            used[n] += x
+            got_x = self.sim.migrate(p, m, reason="tierlab")
+            moved += got_x
+            self.spread += got_x
+            self._shed_from[n] = True
+            out.append({"pages": int(got_x), "from": int(n), "to": int(m),
+                        "reason": "load shed to lower the total stall",
+                        "gain_s": float(saved * horizon[n]), "cost_s": float(cost)})
+        self.balance_entry["aimed_util"] = [float(x) for x in
+                                            cv.b + cv.a * (cv.kr * R1 + cv.kw * W1)]
+        return moved
 
     # -- the decision ---------------------------------------------------------------------
     def decide(self, mon, now: float) -> None:
@@ -171,23 +268,24 @@ class Tierlab(Policy):
         self.z = float(np.sqrt(2 * np.log(max(s.size, 2))) + 1.0)
         node = self._nodes(s, e)
         ok = node != UNALLOC
-        lat = self._loaded_latency()
-        self._balance(lat)
-        self.loaded = lat
-        self._L = self.lat.copy()
-        if lat is not None:
-            self._L = np.where(np.isfinite(lat), np.maximum(lat, self.lat), self.lat)
         k = self.sim.machine.nnodes
         self._A = np.bincount(node[ok], weights=(lam * size)[ok], minlength=256)[:k]
+        self._held = np.bincount(node[ok], weights=size[ok], minlength=256)[:k]
+        # the nodes that shed load at the last decision: nothing comes into them now
+        self._closed, self._shed_from = self._shed_from, np.zeros(k, dtype=bool)
+        self._observe()
+        budget = int(0.5 * self.sim.machine.migrate_bw * mon.aggr_interval / PAGE)
         want = self._fill(lam, size, ok, node)
         horizon = np.maximum(np.asarray(r.age, dtype=float) + 1.0,
                              self._wanting(s, e, ok & (want != UNALLOC) & (want != node))
                              + 1.0) * mon.aggr_interval
-        moves = self._moves(s, e, size, h, se, lam, node, want, horizon, now)
+        moves = self._moves(s, e, size, h, se, lam, node, want, horizon, budget)
+        budget -= sum(m["end_page"] - m["start_page"] for m in moves)
+        if self.balance_entry is not None and budget > 0:
+            self._rebalance(s, e, budget, moves)
         if self.explain is not None:
-            self.explain({"t": float(now), "budget_share": float(self.budget_share),
-                          "loaded_ns": None if lat is None else
-                          [None if not np.isfinite(x) else float(x * 1e9) for x in lat],
+            self.explain({"t": float(now),
+                          **(self.balance_entry or {"nodes": None, "aimed_util": None}),
                           "moves": moves[:EXPLAIN_MOVES], "moves_total": len(moves)})
 
     def _wanting(self, s, e, away):
@@ -217,8 +315,7 @@ class Tierlab(Policy):
     def _fill(self, lam, size, ok, node):
         """Desired node per region: hottest first down the path, each node up to what
         this process can have there (its pages there now plus the free memory above the
-        high watermark: other processes and the kernel keep theirs); the top node also
-        up to its access-share cap."""
+        high watermark: other processes and the kernel keep theirs)."""
         mem = self.sim.mem
         k = self.sim.machine.nnodes
         ours = np.bincount(node[ok], weights=size[ok], minlength=256)[:k]
@@ -227,16 +324,15 @@ class Tierlab(Policy):
         order = idx[np.argsort(-lam[idx], kind="stable")]
         sz = size[order]
         heat = lam[order] * sz
-        total = heat.sum()
         pos = 0
         for i, nd in enumerate(self.path):
             room = int(ours[nd] + mem.free[nd] - mem.wmark_high[nd])
             last = i == len(self.path) - 1
             cum = np.cumsum(sz[pos:])
             take = int(np.searchsorted(cum, room, side="right")) if not last else cum.size
-            if i == 0 and self.budget_share < 1.0 and total > 0:
+            if i == 0 and self.budget_share < 1.0 and order.size:
                 hc = np.cumsum(heat[pos:])
-                take = min(take, int(np.searchsorted(hc, self.budget_share * total,
+                take = min(take, int(np.searchsorted(hc, self.budget_share * hc[-1],
                                                      side="right")))
             want[order[pos:pos + take]] = nd
             pos += take
@@ -244,41 +340,45 @@ class Tierlab(Policy):
                 break
         return want
 
-    def _saved(self, rate, src, dst):
-        """Stall saved per second (thread-seconds) by moving `rate` accesses/s from node
-        src to node dst, the move's own effect on both nodes' queueing included. With
-        L a node's loaded latency (measured, else unloaded) and X = L - L0 its queueing
-        delay, taken to grow in proportion to the load the process puts there (A, the
-        regions' estimated rates; when a co-runner shares the node this overstates the
-        growth, a cautious error), moving a share q of a node's load changes its
-        others' delay by q X: saved = rate ((L_src + X_src (1 - q_src)) - (L_dst + X_dst
-        (1 + q_dst))), q capped at 1. So a move pays where the marginal latency, not the
-        average, is lower (their equality is the optimum of the total stall: Colloid's
-        balance, per move), and a region carrying much of a node's load does not bounce
-        between two nodes whose loaded latencies it alone would equalise."""
-        L, A = self._L, self._A
-        X = L - self.lat
-        q_src = np.minimum(rate / np.maximum(A[src], 1e-300), 1.0)
-        q_dst = np.minimum(rate / np.maximum(A[dst], 1e-300), 1.0)
-        return rate * ((L[src] + X[src] * (1 - q_src)) - (L[dst] + X[dst] * (1 + q_dst)))
+    def _saved(self, rate, src, dst, pages):
+        """Stall saved per second (thread-seconds) by moving `pages` pages carrying
+        `rate` estimated accesses/s from node src to node dst. With the load curves
+        (counters read), the pages take their share of src's counted reads and writes
+        (their share of its estimated accesses; of its pages where the estimates see
+        none) and the saving is the change of both nodes' stall under the curves, the
+        move's own effect on their queueing included: the rebalance and the region
+        moves answer to one model, and a move pays only where the marginal latency,
+        not the average, is lower. Without counters, rate x the difference of the
+        unloaded latencies."""
+        cv = self.curves
+        if cv is None or self.balance_entry is None:
+            return rate * (self.lat[src] - self.lat[dst])
+        A, P = self._A[src], self._held[src]
+        share = np.where(A > 0, rate / np.where(A > 0, A, 1.0), pages / np.maximum(P, 1))
+        share = np.minimum(share, 1.0)
+        Rs, Ws, Rd, Wd = cv.R[src], cv.W[src], cv.R[dst], cv.W[dst]
+        r, w = Rs * share, Ws * share
+        return (cv.stall(src, Rs, Ws) - cv.stall(src, Rs - r, Ws - w)
+                - (cv.stall(dst, Rd + r, Wd + w) - cv.stall(dst, Rd, Wd)))
 
-    def _moves(self, s, e, size, h, se, lam, node, want, horizon, now):
-        """Admitted moves, made; returns their explain entries. For each node d down the
-        path, the regions that should be on d (hottest gain first) come in: into room,
-        or displacing the regions on d that should be elsewhere (coldest first), which
-        go where they should be (or one node down)."""
+    def _moves(self, s, e, size, h, se, lam, node, want, horizon, budget):
+        """Admitted moves, made, up to `budget` pages; returns their explain entries.
+        For each node d down the path, the regions that should be on d (hottest gain
+        first) come in: into room, or displacing the regions on d that should be
+        elsewhere (coldest first), which go where they should be (or one node down)."""
         sim = self.sim
         mem = sim.mem
         path = self.path
         valid = (node != UNALLOC) & (want != UNALLOC)
-        k = len(self._L)
+        k = self.sim.machine.nnodes
         gain = np.where(valid, self._saved(lam * size, np.minimum(node, k - 1),
-                                           np.minimum(want, k - 1)), 0.0)  # per region
-        budget = int(0.5 * sim.machine.migrate_bw * self.monitor.aggr_interval / PAGE)
+                                           np.minimum(want, k - 1), size), 0.0)  # per region
         out = []
         taken = np.zeros(s.size, dtype=bool)
         used = np.zeros(s.size, dtype=np.int64)  # pages of each victim already displaced
         for d in path:
+            if self._closed[d]:
+                continue  # load was shed from it at the last decision: none comes back
             cand = np.flatnonzero(valid & (want == d) & (node != d) & (gain > 0) & ~taken)
             if cand.size == 0:
                 continue
@@ -312,7 +412,7 @@ class Tierlab(Policy):
                     chunks.append((v, c))
                     vmax = max(vmax, h[v] + self.z * np.hypot(se[p], se[v]))
                     to = self._dest(d, want[v])
-                    vloss -= self._saved(lam[v] * c, d, to)
+                    vloss -= self._saved(lam[v] * c, d, to, c)
                     vcost += c * (self.copy_s + self.shootdown_s)
                     if used[v] + c >= size[v]:
                         j += 1
@@ -330,7 +430,7 @@ class Tierlab(Policy):
                     to = self._dest(d, want[v])
                     a = int(s[v] + used[v])
                     budget -= self._move(a, a + c, d, to, "displaced by a hotter region",
-                                         self._saved(lam[v] * c, d, to) * hz,
+                                         self._saved(lam[v] * c, d, to, c) * hz,
                                          c * (self.copy_s + self.shootdown_s), out)
                     used[v] += c
                     taken[v] = True
@@ -368,5 +468,7 @@ class Tierlab(Policy):
     def stats(self) -> dict:
         return {"decisions": self.decisions, "promoted_pages": int(self.promoted),
                 "demoted_pages": int(self.demoted), "refused_noise": self.refused_noise,
-                "refused_cost": self.refused_cost, "budget_share": float(self.budget_share),
+                "refused_cost": self.refused_cost,
+                "spread_pages": int(self.spread), "budget_share": float(self.budget_share),
+
                 "monitor": self.monitor.stats()}

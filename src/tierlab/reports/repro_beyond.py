@@ -12,9 +12,10 @@ Scenarios:
   footprint about twice DRAM (reports/trace_regimes.py).
 
 Per cell: every policy's throughput over the oracle's (the bandwidth-aware one). The
-README checks the targets set for `tierlab`: (1) within 5% of the oracle in every
-cell, (2) geomean at least 1.10x the best other policy's, (3) never more than 2% below
-`static`, (4) migrated bytes at most 3x the footprint.
+README checks the targets set for `tierlab` (`summarise`): bandwidth-bound cells (the
+2x antagonist, the 1/128 traces) at least 0.80 of the oracle in geomean and 0.70 in
+each; capacity-bound cells no worse than before the load balance, never more than 2%
+below `static`, at most 3x the footprint migrated; 0.93 over every cell.
 """
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ POLICIES = ["tierlab", "idt", "damon-tiering", "autonuma", "autonuma-tiering", "
             "multi-clock", "hemem", "memtis", "colloid-hemem", "colloid-tpp", "nomad",
             "nimble", "static", "oracle"]
 OWN = "tierlab"
+BANDWIDTH_GEOMEAN, BANDWIDTH_CELL, ALL_GEOMEAN = 0.80, 0.70, 0.93  #: the targets
+#: `tierlab`'s geomean over the oracle on the capacity-bound cells before the load
+#: balance (at 4b0fd03, seeds 0-2, geometric means over the seeds per cell)
+CAPACITY_BEFORE = 0.905
 TRACES = Path("..") / "shared" / "traces"
 
 
@@ -99,8 +104,18 @@ def geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def bandwidth_bound(cell: dict) -> bool:
+    """The cells where bandwidth binds: the suite under the 2x antagonist and the
+    trace miniatures at 1/128."""
+    return cell["scenario"].endswith((" 2x", " bandwidth"))
+
+
 def summarise(cells: list[dict], pols: list[str]) -> dict:
-    """The four measurable targets for `tierlab` (docs/own-policy.md)."""
+    """The targets for `tierlab` (docs/own-policy.md): (1) bandwidth-bound cells'
+    geomean over the oracle at least BANDWIDTH_GEOMEAN, each at least BANDWIDTH_CELL;
+    (2) capacity-bound cells' geomean at least CAPACITY_BEFORE (what `tierlab` had
+    before the load balance), never more than 2% below `static`, migrated bytes at
+    most 3x the footprint; (3) every cell's geomean at least ALL_GEOMEAN."""
     own = [ratio(c["runs"], OWN) for c in cells]
     gm = {p: geomean(ratio(c["runs"], p) for c in cells) for p in pols}
     others = {p: v for p, v in gm.items() if p not in (OWN, "oracle")}
@@ -108,18 +123,29 @@ def summarise(cells: list[dict], pols: list[str]) -> dict:
     vs_static = [ratio(c["runs"], OWN, "static") for c in cells]
     mig = [c["runs"][OWN]["migrated_bytes"] / max(c["runs"][OWN]["footprint_bytes"], 1)
            for c in cells]
+    bw = [x for x, c in zip(own, cells) if bandwidth_bound(c)]
+    cap = [x for x, c in zip(own, cells) if not bandwidth_bound(c)]
+    per_cell_best = geomean(max(ratio(c["runs"], p) for p in others) for c in cells)
     return {
         "cells": len(cells),
         "own_over_oracle_min": min(own), "own_within_5pct": sum(x >= 0.95 for x in own),
         "geomean_over_oracle": gm, "best_other": best,
-        "own_over_best_other": gm[OWN] / gm[best],
+        "own_over_best_other": gm[OWN] / gm[best], "best_other_per_cell": per_cell_best,
+        "bandwidth_cells": len(bw), "own_bandwidth_geomean": geomean(bw),
+        "own_bandwidth_min": min(bw, default=float("nan")),
+        "capacity_cells": len(cap), "own_capacity_geomean": geomean(cap),
         "own_over_static_min": min(vs_static),
         "own_2pct_below_static": sum(x < 0.98 for x in vs_static),
         "own_migrated_over_footprint_max": max(mig),
-        "targets": {"1 within 5% of oracle everywhere": min(own) >= 0.95,
-                    "2 geomean >= 1.10x the best other": gm[OWN] / gm[best] >= 1.10,
-                    "3 never > 2% below static": min(vs_static) >= 0.98,
-                    "4 migrated <= 3x footprint": max(mig) <= 3.0},
+        "targets": {
+            f"1 bandwidth-bound geomean >= {BANDWIDTH_GEOMEAN}, every cell >= "
+            f"{BANDWIDTH_CELL}": bool(bw) and geomean(bw) >= BANDWIDTH_GEOMEAN
+            and min(bw) >= BANDWIDTH_CELL,
+            f"2a capacity-bound geomean >= {CAPACITY_BEFORE} (before the balance)":
+                bool(cap) and geomean(cap) >= CAPACITY_BEFORE,
+            "2b never > 2% below static": min(vs_static) >= 0.98,
+            "2c migrated <= 3x footprint": max(mig) <= 3.0,
+            f"3 geomean over every cell >= {ALL_GEOMEAN}": gm[OWN] >= ALL_GEOMEAN},
     }
 
 
@@ -180,7 +206,12 @@ of the top DRAM node's bandwidth.
 - cells: {summary['cells']}; `tierlab` within 5% of the oracle in {summary['own_within_5pct']}
   of them (lowest {summary['own_over_oracle_min']:.2f})
 - geomean over the oracle: `tierlab` {gm[OWN]:.3f}; best other `{summary['best_other']}`
-  {gm[summary['best_other']]:.3f}; ratio {summary['own_over_best_other']:.3f}
+  {gm[summary['best_other']]:.3f}; ratio {summary['own_over_best_other']:.3f}; the best
+  other in each cell (a choice in hindsight, not a policy) {summary['best_other_per_cell']:.3f}
+- bandwidth-bound cells ({summary['bandwidth_cells']}): `tierlab` geomean
+  {summary['own_bandwidth_geomean']:.3f}, lowest {summary['own_bandwidth_min']:.3f}
+- capacity-bound cells ({summary['capacity_cells']}): `tierlab` geomean
+  {summary['own_capacity_geomean']:.3f}
 - lowest `tierlab` / `static`: {summary['own_over_static_min']:.3f} ({summary['own_2pct_below_static']}
   cells more than 2% below)
 - largest migrated bytes / footprint: {summary['own_migrated_over_footprint_max']:.2f}

@@ -1,0 +1,40 @@
+"""`tierlab reproduce beyond`'s targets (reports/repro_beyond.py, docs/own-policy.md)."""
+from __future__ import annotations
+
+import pytest
+
+from tierlab.reports import repro_beyond as rb
+
+
+def cell(scenario, own, others=0.5, static=0.5, migrated=1.0):
+    run = lambda t: {"throughput": t, "migrated_bytes": migrated, "footprint_bytes": 1.0}
+    return {"scenario": scenario, "workload": "w",
+            "runs": {"tierlab": run(own), "hemem": run(others), "static": run(static),
+                     "oracle": run(1.0)}}
+
+
+POLS = ["tierlab", "hemem", "static", "oracle"]
+
+
+def test_cells_are_told_apart_by_what_binds():
+    assert rb.bandwidth_bound({"scenario": "optane-4tier 2x"})
+    assert rb.bandwidth_bound({"scenario": "gapbs-pr-g16 bandwidth"})
+    assert not rb.bandwidth_bound({"scenario": "optane-4tier 0x"})
+    assert not rb.bandwidth_bound({"scenario": "gapbs-pr-g16 capacity"})
+
+
+def test_targets_hold_and_fail_where_they_should():
+    good = [cell("m 2x", 0.95), cell("t bandwidth", 0.90), cell("m 0x", 0.96),
+            cell("t capacity", 0.94)]
+    s = rb.summarise(good, POLS)
+    assert all(s["targets"].values()), s["targets"]
+    assert s["own_bandwidth_geomean"] == pytest.approx((0.95 * 0.90) ** 0.5)
+    assert s["bandwidth_cells"] == s["capacity_cells"] == 2
+    one_low = good[:1] + [cell("t bandwidth", 0.65)] + good[2:]  # a cell below 0.70
+    t = rb.summarise(one_low, POLS)["targets"]
+    assert [k[0] for k, v in t.items() if not v] == ["1", "3"]
+    below_static = good[:3] + [cell("t capacity", 0.94, static=0.97)]
+    t = rb.summarise(below_static, POLS)["targets"]
+    assert [k[:2] for k, v in t.items() if not v] == ["2b"]
+    churn = good[:3] + [cell("t capacity", 0.94, migrated=3.5)]
+    assert [k[:2] for k, v in rb.summarise(churn, POLS)["targets"].items() if not v] == ["2c"]
