@@ -74,6 +74,9 @@ from .loadbalance import LoadCurves, plan
 
 SAMPLE = 1 << 20  #: pages whose node one rebalance reads, at most
 CAP_DOWN, CAP_UP = 0.8, 0.05  #: the top node's cap steps (multiplicative, additive)
+#: the cap comes down while the top node's marginal latency exceeds the next node's by
+#: CAP_ABOVE, and goes back up while it is below CAP_BELOW times it
+CAP_ABOVE, CAP_BELOW = 1.2, 0.9
 PROBE = 5  #: pages per region looked at for its node (evenly spaced)
 EXPLAIN_MOVES = 64  #: moves per decision written to --explain
 
@@ -190,9 +193,9 @@ class Tierlab(Policy):
         # marginal latency (an access moved's cost, its queueing effect included)
         top, nxt = (cv.marginal(n) if R[n] + W[n] > 0 else self.lat[n]
                     for n in self.path[:2])
-        if top > nxt * 1.05:
+        if top > nxt * CAP_ABOVE:
             self.budget_share = max(self.budget_share * CAP_DOWN, 0.05)
-        elif top < nxt * 0.9:
+        elif top < nxt * CAP_BELOW:
             self.budget_share = min(self.budget_share + CAP_UP, 1.0)
 
     def _rebalance(self, s, e, budget, out) -> int:
