@@ -163,6 +163,12 @@ def test_every_move_is_explained(tmp_path):
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     moves = [m for ln in lines for m in ln["moves"]]
     assert moves and rec["promotions"] > 0
+    for ln in lines[1:]:  # every node's load and what the balance aimed for
+        assert [n["node"] for n in ln["nodes"]] == [0, 1]
+        for n in ln["nodes"]:
+            assert n["loaded_ns"] >= 81 and 0 <= n["util"] < 1 and n["reads_per_s"] >= 0
+            assert n["marginal_ns"] >= n["loaded_ns"] * (1 - 1e-9)
+        assert ln["aimed_util"] is None or len(ln["aimed_util"]) == 2
     for m in moves:
         assert m["reason"] and m["cost_s"] > 0 and np.isfinite(m["gain_s"])
         if not m["reason"].startswith("displaced"):
