@@ -7,7 +7,9 @@ from tierlab.reports import repro_beyond as rb
 
 
 def cell(scenario, own, others=0.5, static=0.5, migrated=1.0):
-    run = lambda t: {"throughput": t, "migrated_bytes": migrated, "footprint_bytes": 1.0}
+    def run(t):
+        return {"throughput": t, "migrated_bytes": migrated, "footprint_bytes": 1.0}
+
     return {"scenario": scenario, "workload": "w",
             "runs": {"tierlab": run(own), "hemem": run(others), "static": run(static),
                      "oracle": run(1.0)}}
@@ -38,3 +40,24 @@ def test_targets_hold_and_fail_where_they_should():
     assert [k[:2] for k, v in t.items() if not v] == ["2b"]
     churn = good[:3] + [cell("t capacity", 0.94, migrated=3.5)]
     assert [k[:2] for k, v in rb.summarise(churn, POLS)["targets"].items() if not v] == ["2c"]
+
+
+def test_readme_gives_every_cell_an_interval_over_seeds():
+    runs = []
+    for sc, own in (("m 2x", 0.9), ("t capacity", 0.95)):
+        for seed, jitter in enumerate((0.98, 1.0, 1.02)):
+            for pol, thr in (("tierlab", own * jitter), ("hemem", 0.5), ("static", 0.4),
+                             ("oracle", 1.0)):
+                runs.append({"scenario": sc, "machine": "m", "workload": "w", "alloc": "a",
+                             "policy": pol, "seed": seed, "throughput": thr,
+                             "migrated_bytes": 1.0, "footprint_bytes": 1.0})
+    cells = []
+    for sc in ("m 2x", "t capacity"):
+        recs = rb.over_seeds([r for r in runs if r["scenario"] == sc])
+        cells.append({"scenario": sc, "workload": "w", "runs": {r["policy"]: r for r in recs}})
+    s = rb.summarise(cells, POLS, runs)
+    assert s["own_bandwidth_claim"].startswith("0.900 [")
+    assert "[" in s["own_geomean_claim"] and s["own_geomean_claim"].endswith("slower")
+    text = rb.readme(cells, POLS, s, 1 / 64, runs)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| t capacity | w | 0.95 ["))
+    assert "| hemem | 1.90x [" in row and row.endswith("faster |")

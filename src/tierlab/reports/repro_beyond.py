@@ -82,7 +82,7 @@ def reproduce_beyond(out: Path, scale: float, workloads, jobs, on_done=None,
         for wl, by in by_wl.items():
             cells.append({"scenario": sc["label"], "workload": wl, "runs": by})
     (out / "results.json").write_text(json.dumps(recs, indent=1))
-    summary = summarise(cells, pols)
+    summary = summarise(cells, pols, recs)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     figure(out, cells, pols)
     path = out / "README.md"
@@ -110,7 +110,24 @@ def bandwidth_bound(cell: dict) -> bool:
     return cell["scenario"].endswith((" 2x", " bandwidth"))
 
 
-def summarise(cells: list[dict], pols: list[str]) -> dict:
+def by_seed_geomean(runs, cells, select=lambda c: True) -> list[float]:
+    """Per seed, the geometric mean over the selected cells of `tierlab`'s throughput
+    over the oracle's (the interval of a geomean is over seeds)."""
+    keep = {(c["scenario"], c["workload"]) for c in cells if select(c)}
+    per = {}
+    for r in runs:
+        if (r.get("scenario"), r["workload"]) in keep and r["policy"] in (OWN, "oracle"):
+            per.setdefault(r["seed"], {}).setdefault((r["scenario"], r["workload"]),
+                                                     {})[r["policy"]] = r["throughput"]
+    out = []
+    for seed in sorted(per):
+        xs = [v[OWN] / v["oracle"] for v in per[seed].values() if len(v) == 2]
+        if len(xs) == len(keep):
+            out.append(geomean(xs))
+    return out
+
+
+def summarise(cells: list[dict], pols: list[str], runs=()) -> dict:
     """The targets for `tierlab` (docs/own-policy.md): (1) bandwidth-bound cells'
     geomean over the oracle at least BANDWIDTH_GEOMEAN, each at least BANDWIDTH_CELL;
     (2) capacity-bound cells' geomean at least CAPACITY_BEFORE (what `tierlab` had
@@ -137,6 +154,11 @@ def summarise(cells: list[dict], pols: list[str]) -> dict:
         "own_over_static_min": min(vs_static),
         "own_2pct_below_static": sum(x < 0.98 for x in vs_static),
         "own_migrated_over_footprint_max": max(mig),
+        "own_geomean_claim": ratio_claim(by_seed_geomean(runs, cells), "{:.3f}"),
+        "own_bandwidth_claim": ratio_claim(by_seed_geomean(runs, cells, bandwidth_bound),
+                                           "{:.3f}"),
+        "own_capacity_claim": ratio_claim(
+            by_seed_geomean(runs, cells, lambda c: not bandwidth_bound(c)), "{:.3f}"),
         "targets": {
             f"1 bandwidth-bound geomean >= {BANDWIDTH_GEOMEAN}, every cell >= "
             f"{BANDWIDTH_CELL}": bool(bw) and geomean(bw) >= BANDWIDTH_GEOMEAN
@@ -171,15 +193,35 @@ def figure(out: Path, cells: list[dict], pols: list[str]) -> None:
     plt.close(fig)
 
 
+def short(wl: str) -> str:
+    """A workload spec with a trace's file name in place of its path."""
+    if wl.startswith("trace:"):
+        return "trace:" + Path(wl[6:].split(",")[0]).name + "," + wl.split(",", 1)[1]
+    return wl
+
+
+def own_rows(cells, pols, runs) -> str:
+    """One row per cell: `tierlab` over the oracle and over the best other, each with
+    its interval over seeds and verdict."""
+    rows = ["| scenario | workload | `tierlab` / oracle | best other | `tierlab` / it |",
+            "|---|---|---|---|---|"]
+    others = [p for p in pols if p not in (OWN, "static", "oracle")]
+    for c in cells:
+        mine = [r for r in runs if r.get("scenario") == c["scenario"]
+                and r["workload"] == c["workload"]]
+        best = max(others, key=lambda p: ratio(c["runs"], p)) if others else "static"
+        rows.append(f"| {c['scenario']} | {short(c['workload'])} | "
+                    f"{ratio_claim(paired(mine, OWN, 'oracle'), '{:.2f}')} | {best} | "
+                    f"{ratio_claim(paired(mine, OWN, best), '{:.2f}x')} |")
+    return "\n".join(rows)
+
+
 def readme(cells, pols, summary, scale, runs=()) -> str:
     """cells: one record per cell over seeds; runs: every run, for the verdicts."""
     head = "| scenario | workload | " + " | ".join(pols) + " |"
     rows = [head, "|---|---|" + "---:|" * len(pols)]
     for c in cells:
-        wl = c["workload"]
-        if wl.startswith("trace:"):  # the file's name, not a cut path
-            wl = "trace:" + Path(wl[6:].split(",")[0]).name + "," + wl.split(",", 1)[1]
-        rows.append(f"| {c['scenario']} | {wl} | " + " | ".join(
+        rows.append(f"| {c['scenario']} | {short(c['workload'])} | " + " | ".join(
             f"{ratio(c['runs'], p):.2f}" for p in pols) + " |")
     gm = summary["geomean_over_oracle"]
     rows.append("| **geomean** | | " + " | ".join(f"**{gm[p]:.2f}**" for p in pols) + " |")
@@ -202,12 +244,20 @@ of the top DRAM node's bandwidth.
 
 ![every policy over the oracle, per cell](beyond.png)
 
+`tierlab` in every cell, over the oracle and over the cell's best other system, paired
+by seed ({TEST}):
+
+{own_rows(cells, pols, runs)}
+
 ## The targets, measured
 - cells: {summary['cells']}; `tierlab` within 5% of the oracle in {summary['own_within_5pct']}
   of them (lowest {summary['own_over_oracle_min']:.2f})
 - geomean over the oracle: `tierlab` {gm[OWN]:.3f}; best other `{summary['best_other']}`
   {gm[summary['best_other']]:.3f}; ratio {summary['own_over_best_other']:.3f}; the best
   other in each cell (a choice in hindsight, not a policy) {summary['best_other_per_cell']:.3f}
+- over seeds (the geomean over the cells at each seed; 95% interval over seeds):
+  every cell {summary['own_geomean_claim']}; bandwidth-bound {summary['own_bandwidth_claim']};
+  capacity-bound {summary['own_capacity_claim']}
 - bandwidth-bound cells ({summary['bandwidth_cells']}): `tierlab` geomean
   {summary['own_bandwidth_geomean']:.3f}, lowest {summary['own_bandwidth_min']:.3f}
 - capacity-bound cells ({summary['capacity_cells']}): `tierlab` geomean
