@@ -104,6 +104,22 @@ def test_saturated_top_node_spreads_load_over_three_tiers():
     assert marginal_spread(rec, m) < 2.0 < 10.0 < marginal_spread(hits, m)
 
 
+def test_balance_draws_pages_when_it_cannot_read_every_node(monkeypatch):
+    """Past SAMPLE monitored pages the rebalance counts each node's pages on a sample
+    and draws the pages it moves from the whole span: the sheds move the planned
+    number of pages, not the sample's share of them."""
+    import tierlab.policies.own as own
+    m = three_tiers(60e6)
+    wl = HotCold(n=3000, hot=300, compute_ns=20000.0, work=4e7)
+    full = simulate(m, wl, "tierlab", seed=1)[1]
+    monkeypatch.setattr(own, "SAMPLE", 300)
+    sim, rec = simulate(m, wl, "tierlab", seed=1)
+    check_invariants(sim)
+    hits = simulate(m, wl, "tierlab:balance=off", seed=1)[1]
+    assert rec["policy_stats"]["spread_pages"] >= 0.5 * full["policy_stats"]["spread_pages"]
+    assert rec["throughput"] >= 1.1 * hits["throughput"]
+
+
 def test_load_curves_fit_slope_and_background():
     """Counters from u = b + a v with a = 1.5 and b = 0.3 on node 0 (a co-runner),
     a = 1 elsewhere: the fit finds both once the reads have varied."""

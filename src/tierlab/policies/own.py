@@ -72,7 +72,7 @@ from ..units import PAGE
 from .base import POLICIES, Policy
 from .loadbalance import LoadCurves, plan
 
-SAMPLE = 1 << 20  #: pages whose node one rebalance reads, at most
+SAMPLE = 1 << 20  #: pages whose node one rebalance reads to count each node's, at most
 CAP_DOWN, CAP_UP = 0.8, 0.05  #: the top node's cap steps (multiplicative, additive)
 #: the cap comes down while the top node's marginal latency exceeds the next node's by
 #: CAP_ABOVE, and goes back up while it is below CAP_BELOW times it
@@ -214,37 +214,54 @@ class Tierlab(Policy):
         size = e - s
         span = int(size.sum())
         rng = self._rng
-        if span <= SAMPLE:
-            pages = np.concatenate([np.arange(a, b) for a, b in zip(s, e)])
-        else:
-            off = np.sort(rng.integers(0, span, SAMPLE))
-            cum = np.cumsum(size)
+        cum = np.cumsum(size)
+
+        def at(off):  # offsets into the monitored span -> pages
             j = np.searchsorted(cum, off, side="right")
-            pages = s[j] + off - (cum[j] - size[j])
+            return s[j] + off - (cum[j] - size[j])
+
+        exact = span <= SAMPLE
+        pages = np.concatenate([np.arange(a, b) for a, b in zip(s, e)]) if exact \
+            else at(np.sort(rng.integers(0, span, SAMPLE)))
         nd = self.sim.node_of(pages)
         k = R.size
         mine = [pages[nd == n] for n in range(k)]
+        held = np.array([m.size for m in mine]) * (span / pages.size)  # pages per node
         mem = self.sim.mem
-        room = (mem.free - mem.wmark_high).astype(float) * pages.size / max(span, 1)
-        horizon = np.full(R.size, self.monitor.aggr_interval)  # repaid within one
-        steps, R1, W1 = plan(cv, [m.size for m in mine], room, horizon,
-                             self.copy_s + self.shootdown_s, self.margin,
-                             int(budget * pages.size / max(span, 1)), closed=self._closed)
+        room = (mem.free - mem.wmark_high).astype(float)
+        horizon = np.full(k, self.monitor.aggr_interval)  # repaid within one
+        steps, R1, W1 = plan(cv, held, room, horizon, self.copy_s + self.shootdown_s,
+                             self.margin, budget, closed=self._closed)
         order = [rng.permutation(m.size) for m in mine]
-        used = np.zeros(k, dtype=np.int64)
+        taken = [np.zeros(0, dtype=np.int64) for _ in range(k)]
+
+        def draw(n, count):
+            """`count` pages of node n not drawn yet this decision, at random."""
+            if exact:
+                got = mine[n][order[n][taken[n].size:taken[n].size + count]]
+            else:  # more than SAMPLE pages: draw until enough are on n
+                got = np.zeros(0, dtype=np.int64)
+                for _ in range(8):
+                    want = count - got.size
+                    if want <= 0:
+                        break
+                    cand = at(rng.integers(0, span, max(4096, int(2 * want * span
+                                                                   / max(held[n], 1)))))
+                    cand = np.unique(cand[self.sim.node_of(cand) == n])
+                    cand = np.setdiff1d(cand, np.concatenate((taken[n], got)))
+                    got = np.concatenate((got, rng.permutation(cand)[:want]))
+            taken[n] = np.concatenate((taken[n], got))
+            return got
+
         moved = 0
         for n, m, x, to, d, saved, cost in steps:
             if d:
-                v = mine[m][order[m][used[m]:used[m] + d]]
-                used[m] += d
-                got_d = self.sim.migrate(v, to, reason="tierlab")
+                got_d = self.sim.migrate(draw(m, d), to, reason="tierlab")
                 moved += got_d
                 out.append({"pages": int(got_d), "from": int(m), "to": int(to),
                             "reason": "displaced by a load shed", "gain_s": 0.0,
                             "cost_s": float(got_d * (self.copy_s + self.shootdown_s))})
-            p = mine[n][order[n][used[n]:used[n] + x]]
-            used[n] += x
-            got_x = self.sim.migrate(p, m, reason="tierlab")
+            got_x = self.sim.migrate(draw(n, x), m, reason="tierlab")
             moved += got_x
             self.spread += got_x
             self._shed_from[n] = True
