@@ -65,6 +65,7 @@ import numpy as np
 
 from ..engine.memory import UNALLOC
 from ..errors import TierlabError
+from ..field import range_pages
 from ..monitors.damon import Damon
 from ..monitors.idt_regions import IdtRegions
 from ..params import parse_choice, parse_number
@@ -221,8 +222,7 @@ class Tierlab(Policy):
             return s[j] + off - (cum[j] - size[j])
 
         exact = span <= SAMPLE
-        pages = np.concatenate([np.arange(a, b) for a, b in zip(s, e)]) if exact \
-            else at(np.sort(rng.integers(0, span, SAMPLE)))
+        pages = range_pages(s, e) if exact else at(np.sort(rng.integers(0, span, SAMPLE)))
         nd = self.sim.node_of(pages)
         k = R.size
         mine = [pages[nd == n] for n in range(k)]

@@ -112,16 +112,14 @@ def bandwidth_bound(cell: dict) -> bool:
 
 def by_seed_geomean(runs, cells, select=lambda c: True) -> list[float]:
     """Per seed, the geometric mean over the selected cells of `tierlab`'s throughput
-    over the oracle's (the interval of a geomean is over seeds)."""
+    over the oracle's (the interval of a geomean is over seeds); a seed missing a
+    cell's pair is left out."""
     keep = {(c["scenario"], c["workload"]) for c in cells if select(c)}
-    per = {}
-    for r in runs:
-        if (r.get("scenario"), r["workload"]) in keep and r["policy"] in (OWN, "oracle"):
-            per.setdefault(r["seed"], {}).setdefault((r["scenario"], r["workload"]),
-                                                     {})[r["policy"]] = r["throughput"]
+    mine = [r for r in runs if (r.get("scenario"), r["workload"]) in keep]
     out = []
-    for seed in sorted(per):
-        xs = [v[OWN] / v["oracle"] for v in per[seed].values() if len(v) == 2]
+    for seed in sorted({r["seed"] for r in mine}):
+        xs = paired([r for r in mine if r["seed"] == seed], OWN, "oracle",
+                    match=("scenario", "workload"))
         if len(xs) == len(keep):
             out.append(geomean(xs))
     return out
