@@ -8,7 +8,8 @@ there, at seeds 0-2).
         --out DIR
 
 docs/idt-repro and docs/idt-sensitivity were written this way from the runs made at
-173c68a (docs/idt.md).
+173c68a (docs/idt.md), docs/beyond from those made at 585dc76 (docs/own-policy.md).
+report.html names the source digest of the code that made the runs (their run keys).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 from tierlab import api, cli
+from tierlab.reports import html
 from tierlab.reports.results import add_speedups
 
 SEEDS = 3
@@ -44,6 +46,8 @@ def main() -> int:
         return recs
 
     api.compare = from_records
+    made_by = html.run_sources(src.parent)  # report.html names the code that made the runs
+    html.run_sources = lambda out: made_by
     return cli.main(sys.argv[2:])
 
 
