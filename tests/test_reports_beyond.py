@@ -44,6 +44,20 @@ def test_targets_hold_and_fail_where_they_should():
     assert [k[:2] for k, v in rb.summarise(churn, POLS)["targets"].items() if not v] == ["2c"]
 
 
+def test_migration_target_judges_every_seed_not_the_cells_first():
+    """A cell's record is its lowest seed's run for everything but throughput: a later
+    seed that moves 3.5x its footprint still fails target 2c."""
+    cells = [cell("m 0x", 0.96)]
+    runs = [{"scenario": "m 0x", "workload": "w", "policy": p, "seed": seed,
+             "throughput": t, "migrated_bytes": 3.5 if (p, seed) == ("tierlab", 2) else 1.0,
+             "footprint_bytes": 1.0}
+            for seed in range(3) for p, t in (("tierlab", 0.96), ("oracle", 1.0))]
+    s = rb.summarise(cells, POLS, runs)
+    assert s["own_migrated_over_footprint_max"] == 3.5
+    assert not s["targets"]["2c migrated <= 3x footprint"]
+    assert rb.summarise(cells, POLS)["targets"]["2c migrated <= 3x footprint"]
+
+
 def test_readme_gives_every_cell_an_interval_over_seeds():
     runs = []
     for sc, own in (("m 2x", 0.9), ("t capacity", 0.95)):
