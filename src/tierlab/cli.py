@@ -43,7 +43,7 @@ full-scale 1,000-10,000 regions); the default --seeds 0-2 takes three times as l
   johnny-cache     42 runs at 1/32                           1.5 min
   allocation      120 runs (105 at 1/64, 15 trace runs)     ~30 min (estimated)
   colloid          64 runs at 1/64                           3.5 min
-  beyond          810 runs (54 cells x 15 policies)          hours
+  beyond          810 runs (54 cells x 15 policies)          ~1.9 h
 
 """
 
