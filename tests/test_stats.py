@@ -43,7 +43,9 @@ def test_geo_ci_is_the_interval_of_the_logs_exponentiated():
 @pytest.mark.parametrize("ratios,word", [
     ([1.10, 1.12, 1.09], "faster"), ([0.90, 0.91, 0.89], "slower"),
     ([0.90, 1.10, 1.00], "no difference"), ([1.2], ONE_SEED),
-    ([1.0, 1.0, 1.0], "no difference"), ([2.0, 2.0], "faster")])
+    ([1.0, 1.0, 1.0], "no difference"), ([2.0, 2.0], "faster"),
+    ([0.9999999999999999] * 3, "no difference"),  # a run equal to its baseline's
+    ([0.997, 0.997, 0.997], "slower")])
 def test_verdict_words(ratios, word):
     assert verdict(ratios) == word
 

@@ -72,8 +72,10 @@ def verdict(ratios) -> str:
     r = np.log(np.asarray(list(ratios), dtype=float))
     if r.size < 2:
         return ONE_SEED
+    if np.all(np.abs(r) < 1e-9):  # the same runs, up to the last bit of a quotient
+        return "no difference"
     if np.ptp(r) == 0:  # identical every seed: the t statistic is undefined
-        return "no difference" if r[0] == 0 else ("faster" if r[0] > 0 else "slower")
+        return "faster" if r[0] > 0 else "slower"
     from scipy import stats
     with warnings.catch_warnings():  # nearly equal seeds: scipy warns, the p is sound
         warnings.simplefilter("ignore", RuntimeWarning)
