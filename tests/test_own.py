@@ -205,6 +205,30 @@ def test_bad_margin_is_named(spec):
         POLICIES.create(spec)
 
 
+def test_headroom_lets_a_growing_heaps_newest_pages_land_in_the_top_node():
+    """YCSB D inserts its hottest records into new pages: with the headroom they are
+    first-touched in DRAM (kswapd hardly demotes) instead of waiting in Optane for the
+    next decision."""
+    on, off = (tierlab.run("optane-2tier", "ycsb:d", f"tierlab:headroom={h}",
+                           scale=1 / 512, seed=0) for h in ("on", "off"))
+    assert on["throughput"] >= 1.1 * off["throughput"]
+    assert on["migrations_by_reason"].get("reclaim", 0) \
+        <= 0.1 * off["migrations_by_reason"]["reclaim"]
+
+
+def test_headroom_changes_nothing_where_the_heap_does_not_grow():
+    wl = slow_hotcold(hot=300, phases=2)
+    m = small_machine(dram_pages=900, slow_pages=4000)
+    on, off = (simulate(m, wl, f"tierlab:headroom={h}", seed=3)[1] for h in ("on", "off"))
+    for k in ("throughput", "promotions", "demotions", "migrated_bytes"):
+        assert on[k] == off[k]
+
+
+def test_bad_headroom_is_named():
+    with pytest.raises(TierlabError, match="headroom.*on, off"):
+        POLICIES.create("tierlab:headroom=maybe")
+
+
 def test_deferred_moves_count_up_per_page_across_splits():
     """The ski-rental horizon: a region's count of aggregations it has wanted to move
     follows its pages when regions split and merge, and restarts when it stops."""

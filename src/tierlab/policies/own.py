@@ -49,7 +49,15 @@ Decision, every aggregation:
    is, so this works where the regions cannot resolve the hot pages (n copies of a
    program, a few very hot pages in big regions). Region moves do not go into a node
    that shed load at the previous decision.
-5. **No storms**: the moves of one decision are capped at half the copy bandwidth over
+5. **Headroom for our allocations** (`headroom=on`): the top node keeps free the most
+   pages we allocated in one of the last 4 aggregations (at most a quarter of it),
+   the fill placing that many fewer there. The coldest regions the fill places lower
+   are demoted first, before any other move, so a growing heap's newest pages (YCSB
+   D's hottest) are first-touched in the top node, not a lower one where they would
+   wait for the next decision: TPP's (ASPLOS'23) demotion watermark apart
+   from the allocation one, sized by our allocation rate. A heap that does not grow
+   keeps none, and its runs are those of `headroom=off`.
+6. **No storms**: the moves of one decision are capped at half the copy bandwidth over
    the aggregation interval; a moved region's age is reset (IDT's rule), so its
    horizon starts again and it cannot bounce back at once.
 Every move is written to `--explain` with its reason, gain and cost, and each decision
@@ -80,6 +88,9 @@ CAP_DOWN, CAP_UP = 0.8, 0.05  #: the top node's cap steps (multiplicative, addit
 CAP_ABOVE, CAP_BELOW = 1.2, 0.9
 PROBE = 5  #: pages per region looked at for its node (evenly spaced)
 EXPLAIN_MOVES = 64  #: moves per decision written to --explain
+#: the top node keeps free the most we allocated in one of the last HEADROOM_AGGRS
+#: aggregations, at most HEADROOM_MAX of it
+HEADROOM_AGGRS, HEADROOM_MAX = 4, 0.25
 
 
 @POLICIES.register("tierlab")
@@ -91,12 +102,15 @@ class Tierlab(Policy):
     explain_fields = ("t", "nodes", "aimed_util", "moves")
 
     def __init__(self, sample="10ms", aggr="1s", min_nr_regions=1000,
-                 max_nr_regions=10000, margin="1", monitor="idt", balance="on"):
+                 max_nr_regions=10000, margin="1", monitor="idt", balance="on",
+                 headroom="on"):
         super().__init__(sample=sample, aggr=aggr, min_nr_regions=min_nr_regions,
                          max_nr_regions=max_nr_regions, margin=margin, monitor=monitor,
-                         balance=balance)
+                         balance=balance, headroom=headroom)
         #: "off": the hits placement alone, as without uncore counters (an ablation)
         self.balance = parse_choice(balance, "tierlab balance", ("on", "off"))
+        #: "off": the top node is filled to its high watermark however fast we allocate
+        self.headroom = parse_choice(headroom, "tierlab headroom", ("on", "off"))
         kinds = {"idt": IdtRegions, "damon": Damon}
         if str(monitor) not in kinds:
             raise TierlabError(f"bad tierlab monitor {monitor!r}; valid: idt, damon")
@@ -121,6 +135,9 @@ class Tierlab(Policy):
         self.budget_share = 1.0  #: the top node's cap on the estimated accesses
         self.spread = 0
         self._want_runs = None
+        self._total = None  #: our allocated pages at the last decision
+        self._grown: list[int] = []  #: pages we allocated in each recent aggregation
+        self.reserve = 0  #: pages kept free on the top node for our allocations
 
     def attach(self, sim) -> None:
         super().attach(sim)
@@ -291,6 +308,7 @@ class Tierlab(Policy):
         k = self.sim.machine.nnodes
         self._A = np.bincount(node[ok], weights=(lam * size)[ok], minlength=256)[:k]
         self._held = np.bincount(node[ok], weights=size[ok], minlength=256)[:k]
+        self.reserve = self._reserve(int(self._held.sum()))
         # the nodes that shed load at the last decision: nothing comes into them now
         self._closed, self._shed_from = self._shed_from, np.zeros(k, dtype=bool)
         self._observe()
@@ -299,8 +317,12 @@ class Tierlab(Policy):
         horizon = np.maximum(np.asarray(r.age, dtype=float) + 1.0,
                              self._wanting(s, e, ok & (want != UNALLOC) & (want != node))
                              + 1.0) * mon.aggr_interval
-        moves = self._moves(s, e, size, h, se, lam, node, want, horizon, budget)
-        budget -= sum(m["end_page"] - m["start_page"] for m in moves)
+        moves, taken = [], np.zeros(s.size, dtype=bool)
+        if self.reserve:  # first: our next allocations land where they will be wanted
+            budget -= self._make_room(s, e, size, lam, node, want, budget // 2, taken, moves)
+        made = self._moves(s, e, size, h, se, lam, node, want, horizon, budget, taken)
+        budget -= sum(m["end_page"] - m["start_page"] for m in made)
+        moves += made
         if self.balance_entry is not None and budget > 0:
             self._rebalance(s, e, budget, moves)
         if self.explain is not None:
@@ -346,7 +368,7 @@ class Tierlab(Policy):
         heat = lam[order] * sz
         pos = 0
         for i, nd in enumerate(self.path):
-            room = int(ours[nd] + mem.free[nd] - mem.wmark_high[nd])
+            room = int(ours[nd] + mem.free[nd] - mem.wmark_high[nd]) - self._kept(nd)
             last = i == len(self.path) - 1
             cum = np.cumsum(sz[pos:])
             take = int(np.searchsorted(cum, room, side="right")) if not last else cum.size
@@ -381,8 +403,9 @@ class Tierlab(Policy):
         return (cv.stall(src, Rs, Ws) - cv.stall(src, Rs - r, Ws - w)
                 - (cv.stall(dst, Rd + r, Wd + w) - cv.stall(dst, Rd, Wd)))
 
-    def _moves(self, s, e, size, h, se, lam, node, want, horizon, budget):
-        """Admitted moves, made, up to `budget` pages; returns their explain entries.
+    def _moves(self, s, e, size, h, se, lam, node, want, horizon, budget, taken):
+        """Admitted moves, made, up to `budget` pages, of regions not `taken` (marked
+        as they move); returns their explain entries.
         For each node d down the path, the regions that should be on d (hottest gain
         first) come in: into room, or displacing the regions on d that should be
         elsewhere (coldest first), which go where they should be (or one node down)."""
@@ -394,7 +417,6 @@ class Tierlab(Policy):
         gain = np.where(valid, self._saved(lam * size, np.minimum(node, k - 1),
                                            np.minimum(want, k - 1), size), 0.0)  # per region
         out = []
-        taken = np.zeros(s.size, dtype=bool)
         used = np.zeros(s.size, dtype=np.int64)  # pages of each victim already displaced
         for d in path:
             if self._closed[d]:
@@ -406,7 +428,7 @@ class Tierlab(Policy):
             victims = np.flatnonzero(valid & (node == d) & (want != d) & ~taken)
             victims = victims[np.argsort(lam[victims], kind="stable")]
             vi = 0
-            room = int(mem.free[d] - mem.wmark_high[d])
+            room = int(mem.free[d] - mem.wmark_high[d]) - self._kept(d)
             for p in cand:
                 if budget <= 0:
                     break
@@ -455,7 +477,7 @@ class Tierlab(Policy):
                     used[v] += c
                     taken[v] = True
                 vi = j
-                room = int(mem.free[d] - mem.wmark_high[d])
+                room = int(mem.free[d] - mem.wmark_high[d]) - self._kept(d)
                 got = self._move(s[p], e[p], node[p], d, "exchange with colder regions",
                                  net * hz, copy + vcost, out)
                 room -= got
@@ -477,6 +499,47 @@ class Tierlab(Policy):
                     "to": int(dst), "reason": why, "gain_s": float(gain),
                     "cost_s": float(cost)})
         return got
+
+    def _reserve(self, total: int) -> int:
+        """Pages to keep free on the top node: the most we allocated in one of the last
+        HEADROOM_AGGRS aggregations (our allocated pages grow as first touches land;
+        on Linux, /proc/PID/numa_maps or move_pages(2)), at most HEADROOM_MAX of the
+        node. A program whose newest data is its hottest (YCSB D's latest
+        distribution, a growing heap) then first-touches it in the top node instead of
+        a lower one, where it would wait for the next decision: the demotion
+        watermark kept apart from the allocation one (TPP, ASPLOS'23, decoupling allocation and reclamation),
+        sized by the allocation rate rather than fixed."""
+        prev, self._total = self._total, total
+        if self.headroom == "off" or prev is None:
+            return 0
+        self._grown = (self._grown + [max(total - prev, 0)])[-HEADROOM_AGGRS:]
+        top = self.path[0]
+        return int(min(max(self._grown), HEADROOM_MAX * self.sim.mem.capacity[top]))
+
+    def _kept(self, node: int) -> int:
+        return self.reserve if node == self.path[0] else 0
+
+    def _make_room(self, s, e, size, lam, node, want, budget, taken, out) -> int:
+        """Demote the coldest of the top node's regions that the fill (with the
+        reserve) places lower until the reserve is free, within `budget`, marking
+        them `taken`; returns the pages moved."""
+        top = self.path[0]
+        mem = self.sim.mem
+        short = min(self.reserve - int(mem.free[top] - mem.wmark_high[top]), budget)
+        if short <= 0:
+            return 0
+        vic = np.flatnonzero((node == top) & (want != top) & (want != UNALLOC))
+        moved = 0
+        for v in vic[np.argsort(lam[vic], kind="stable")]:
+            if moved >= short:
+                break
+            c = min(int(size[v]), short - moved)
+            taken[v] = True
+            to = self._dest(top, want[v])
+            moved += self._move(s[v], s[v] + c, top, to, "room for new allocations",
+                                -float(lam[v] * c * (self.lat[to] - self.lat[top])),
+                                c * (self.copy_s + self.shootdown_s), out)
+        return moved
 
     def _dest(self, src: int, wanted: int) -> int:
         """Where a displaced region goes: where it should be, or one node down."""
