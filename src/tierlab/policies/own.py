@@ -507,8 +507,8 @@ class Tierlab(Policy):
         node. A program whose newest data is its hottest (YCSB D's latest
         distribution, a growing heap) then first-touches it in the top node instead of
         a lower one, where it would wait for the next decision: the demotion
-        watermark kept apart from the allocation one (TPP, ASPLOS'23, decoupling allocation and reclamation),
-        sized by the allocation rate rather than fixed."""
+        watermark kept apart from the allocation one (TPP, ASPLOS'23: allocation and
+        reclamation decoupled), sized by the allocation rate rather than fixed."""
         prev, self._total = self._total, total
         if self.headroom == "off" or prev is None:
             return 0
