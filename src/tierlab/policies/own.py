@@ -319,7 +319,7 @@ class Tierlab(Policy):
                              + 1.0) * mon.aggr_interval
         moves, taken = [], np.zeros(s.size, dtype=bool)
         if self.reserve:  # first: our next allocations land where they will be wanted
-            budget -= self._make_room(s, e, size, lam, node, want, budget // 2, taken, moves)
+            budget -= self._make_room(s, e, size, lam, node, want, budget, taken, moves)
         made = self._moves(s, e, size, h, se, lam, node, want, horizon, budget, taken)
         budget -= sum(m["end_page"] - m["start_page"] for m in made)
         moves += made
