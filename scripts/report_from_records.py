@@ -6,9 +6,15 @@ there, at seeds 0-2).
     .venv/bin/python scripts/report_from_records.py RUNS_DIR reproduce idt --out DIR
     .venv/bin/python scripts/report_from_records.py RUNS_DIR reproduce idt --sensitivity \\
         --out DIR
+    .venv/bin/python scripts/report_from_records.py RUNS_DIR,LATER_DIR reproduce beyond \\
+        --out DIR
+
+With several directories (comma-separated), a run of a later one replaces the run of
+an earlier one with the same machine, workload, policy, allocation and seed.
 
 docs/idt-repro and docs/idt-sensitivity were written this way from the runs made at
-173c68a (docs/idt.md), docs/beyond from those made at 585dc76 (docs/own-policy.md).
+173c68a (docs/idt.md); docs/beyond from those made at 585dc76 with `tierlab`'s made
+again at 8c48595 (`reproduce beyond --policies tierlab`; docs/own-policy.md).
 report.html names the source digest of the code that made the runs (their run keys).
 """
 from __future__ import annotations
@@ -28,10 +34,17 @@ SEEDS = 3
 def main() -> int:
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    src = Path(sys.argv[1]) / "results.jsonl"
-    if not src.is_file():
-        sys.exit(f"report_from_records: no run records at {src}")
-    runs = [json.loads(line) for line in src.open()]
+    by_key: dict = {}
+    made_by: list = []
+    for d in sys.argv[1].split(","):
+        src = Path(d) / "results.jsonl"
+        if not src.is_file():
+            sys.exit(f"report_from_records: no run records at {src}")
+        for line in src.open():
+            r = json.loads(line)
+            by_key[r["machine"], r["workload"], r["policy"], r["alloc"], r["seed"]] = r
+        made_by += [x for x in html.run_sources(src.parent) if x not in made_by]
+    runs = list(by_key.values())
 
     def from_records(machines, workloads, policies, allocs=("dram-preferred",),
                      seeds=None, scale=None, baseline=None, **kw):
@@ -46,8 +59,7 @@ def main() -> int:
         return recs
 
     api.compare = from_records
-    made_by = html.run_sources(src.parent)  # report.html names the code that made the runs
-    html.run_sources = lambda out: made_by
+    html.run_sources = lambda out: made_by  # report.html names the code that made the runs
     return cli.main(sys.argv[2:])
 
 
