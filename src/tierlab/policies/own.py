@@ -97,7 +97,8 @@ HEADROOM_AGGRS, HEADROOM_MAX = 4, 0.25
 class Tierlab(Policy):
     """tierlab's own: DAMON regions, hottest-first fill of the tiers, moves admitted by
     expected gain against copy cost (significance-tested) under per-node load curves,
-    and the load of queueing nodes balanced over every node."""
+    the load of queueing nodes balanced over every node, and room kept on the top node
+    for a growing heap's new pages."""
 
     explain_fields = ("t", "nodes", "aimed_util", "moves")
 
