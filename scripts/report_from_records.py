@@ -43,7 +43,9 @@ def main() -> int:
         for line in src.open():
             r = json.loads(line)
             by_key[r["machine"], r["workload"], r["policy"], r["alloc"], r["seed"]] = r
-        made_by += [x for x in html.run_sources(src.parent) if x not in made_by]
+            made = r.get("run_key", {}).get("source")  # html.run_sources, in this pass
+            if made and made not in made_by:
+                made_by.append(made)
     runs = list(by_key.values())
 
     def from_records(machines, workloads, policies, allocs=("dram-preferred",),

@@ -359,7 +359,6 @@ class Tierlab(Policy):
         """Desired node per region: hottest first down the path, each node up to what
         this process can have there (its pages there now plus the free memory above the
         high watermark: other processes and the kernel keep theirs)."""
-        mem = self.sim.mem
         k = self.sim.machine.nnodes
         ours = np.bincount(node[ok], weights=size[ok], minlength=256)[:k]
         want = np.full(lam.shape[0], UNALLOC, dtype=np.uint8)
@@ -369,7 +368,7 @@ class Tierlab(Policy):
         heat = lam[order] * sz
         pos = 0
         for i, nd in enumerate(self.path):
-            room = int(ours[nd] + mem.free[nd] - mem.wmark_high[nd]) - self._kept(nd)
+            room = int(ours[nd]) + self._room(nd)
             last = i == len(self.path) - 1
             cum = np.cumsum(sz[pos:])
             take = int(np.searchsorted(cum, room, side="right")) if not last else cum.size
@@ -410,8 +409,6 @@ class Tierlab(Policy):
         For each node d down the path, the regions that should be on d (hottest gain
         first) come in: into room, or displacing the regions on d that should be
         elsewhere (coldest first), which go where they should be (or one node down)."""
-        sim = self.sim
-        mem = sim.mem
         path = self.path
         valid = (node != UNALLOC) & (want != UNALLOC)
         k = self.sim.machine.nnodes
@@ -429,7 +426,7 @@ class Tierlab(Policy):
             victims = np.flatnonzero(valid & (node == d) & (want != d) & ~taken)
             victims = victims[np.argsort(lam[victims], kind="stable")]
             vi = 0
-            room = int(mem.free[d] - mem.wmark_high[d]) - self._kept(d)
+            room = self._room(d)
             for p in cand:
                 if budget <= 0:
                     break
@@ -478,7 +475,7 @@ class Tierlab(Policy):
                     used[v] += c
                     taken[v] = True
                 vi = j
-                room = int(mem.free[d] - mem.wmark_high[d]) - self._kept(d)
+                room = self._room(d)
                 got = self._move(s[p], e[p], node[p], d, "exchange with colder regions",
                                  net * hz, copy + vcost, out)
                 room -= got
@@ -517,16 +514,19 @@ class Tierlab(Policy):
         top = self.path[0]
         return int(min(max(self._grown), HEADROOM_MAX * self.sim.mem.capacity[top]))
 
-    def _kept(self, node: int) -> int:
-        return self.reserve if node == self.path[0] else 0
+    def _room(self, node: int) -> int:
+        """Free pages of `node` above its high watermark, less the reserve on the top
+        node (negative while the reserve is not free)."""
+        mem = self.sim.mem
+        kept = self.reserve if node == self.path[0] else 0
+        return int(mem.free[node] - mem.wmark_high[node]) - kept
 
     def _make_room(self, s, e, size, lam, node, want, budget, taken, out) -> int:
         """Demote the coldest of the top node's regions that the fill (with the
         reserve) places lower until the reserve is free, within `budget`, marking
         them `taken`; returns the pages moved."""
         top = self.path[0]
-        mem = self.sim.mem
-        short = min(self.reserve - int(mem.free[top] - mem.wmark_high[top]), budget)
+        short = min(-self._room(top), budget)
         if short <= 0:
             return 0
         vic = np.flatnonzero((node == top) & (want != top) & (want != UNALLOC))
