@@ -33,6 +33,11 @@ zoneinfo_json() {
   awk '/^Node/{n=$2; sub(",","",n)} /^ +managed/{m[n]+=$2} /^ +min /{a[n]+=$2} /^ +low /{b[n]+=$2} /^ +high /{c[n]+=$2} END{printf "{"; s=""; for (k in m) {printf "%s\"%s\":{\"managed\":%d,\"min\":%d,\"low\":%d,\"high\":%d}", s, k, m[k], a[k], b[k], c[k]; s=","} printf "}"}' /proc/zoneinfo
 }
 node_free_mib() { awk '/MemFree/ {print int($4/1024)}' /sys/devices/system/node/node$1/meminfo; }
+# node_min_mib N: node N's min watermark in MiB, rounded up (summed over its zones)
+node_min_mib() {
+  awk -v want="$1" '/^Node/{n=$2; sub(",","",n)} n==want && /^ +min /{m+=$2}
+    END{printf "%d\n", (m + 255) / 256}' /proc/zoneinfo
+}
 # kernel tiering knobs: set_kernel_tiering NUMA_BALANCING_MODE DEMOTION(true|false)
 set_kernel_tiering() {
   echo "$1" > /proc/sys/kernel/numa_balancing
