@@ -17,8 +17,8 @@ Cases (`--case`, repeatable; default all):
 
 Every case uses one machine calibration: node 0's capacity is the guest's free memory
 before the workload, the kernel's watermarks, QEMU's HMAT latencies and bandwidths, the
-guest's copy speed and hint-fault cost (`--migrate-bw`, `--hint-fault-us`); nothing is
-tuned per case. Writes README.md (one table of the gaps, then a section per case),
+guest's copy speed, hint-fault and first-touch costs (`--migrate-bw`, `--hint-fault-us`,
+`--first-touch-us`); nothing is tuned per case. Writes README.md (one table of the gaps, then a section per case),
 CASE.png and data.json to --out.
 """
 from __future__ import annotations
@@ -50,11 +50,13 @@ MOVING = dict(windows=3, hot_mib=64, move_ms=10000, seconds=40)
 #: MiB touched against node 0's ~310 MiB free), 50,000 accesses a copy per window
 REPLAY = dict(trace="redis-ycsb-zipfian", copies=24, per_window=50000, hot_pages=9000,
               seconds=120)
-#: the guest's calibration, the --migrate-bw and --hint-fault-us defaults: one migrating
-#: thread's copy speed (MiB/s: tierlab exec in tests/guest moved 77,807 pages in 5.9 s of
-#: migration CPU) and a NUMA hint fault's cost (us: TCG runs the kernel ~10-30x slower
-#: than hardware's 1-2 us)
-MIGRATE_BW_MIB, HINT_FAULT_US = 51.0, 10.0
+#: the guest's calibration, the --migrate-bw, --hint-fault-us and --first-touch-us
+#: defaults: one migrating thread's copy speed (MiB/s: tierlab exec in tests/guest moved
+#: 77,807 pages in 5.9 s of migration CPU), a NUMA hint fault's cost (us: TCG runs the
+#: kernel ~10-30x slower than hardware's 1-2 us) and a page's first touch (us: the median
+#: of hotcold's fill time per page over 46 guest runs, 11-54 us, 2026-12-05/06: its
+#: `ready` event's fill_s over its pages)
+MIGRATE_BW_MIB, HINT_FAULT_US, FIRST_TOUCH_US = 51.0, 10.0, 32.0
 DAMON = dict(sample="5ms", aggr="100ms", update="1s", min_nr_regions=10,
              max_nr_regions=1000, quota="200MiB", reset="1s", apply="1s", hot="5%")
 
@@ -183,12 +185,12 @@ def guest_data(case: Case, run) -> dict:
 
 # -- the simulator --------------------------------------------------------------------
 def guest_machine(g: dict, watermarks: bool = True, migrate_bw: float = 1.5e9,
-                  hint_fault_s: float = 1.5e-6) -> Machine:
+                  hint_fault_s: float = 1.5e-6, first_touch_s: float = 0.0) -> Machine:
     """node 0 = the guest's free memory before the workload (the kernel and the
     initramfs hold the rest), node 1 = the CPU-less node below it on the demotion path;
     the kernel's watermarks as fractions of node 0's modelled capacity; `migrate_bw` the
     copy speed of one migrating thread, `hint_fault_s` the cost of one NUMA hint fault
-    to the faulting thread. An access costs the guest the same on both nodes: QEMU's
+    to the faulting thread, `first_touch_s` that of a page's first touch. An access costs the guest the same on both nodes: QEMU's
     TCG emulates both in the host's memory (the HMAT's 100/300 ns and 20/5 GB/s only
     tell the kernel which tier is which), so both tiers get HMAT's node 0 figures and
     the workload's own per-op cost carries the measured op rate."""
@@ -206,7 +208,7 @@ def guest_machine(g: dict, watermarks: bool = True, migrate_bw: float = 1.5e9,
         tiers=[Tier("node0", "dram", free0, 100, 100, 20e9, 20e9, 0, True),
                Tier("node1", "cxl", 1024 * MIB, 100, 100, 20e9, 20e9, 0, False)],
         demotion=[0, 1], cores_per_socket=2, watermarks=wm, migrate_bw=migrate_bw,
-        hint_fault_s=hint_fault_s,
+        hint_fault_s=hint_fault_s, first_touch_s=first_touch_s,
         description="the tests/guest QEMU machine")
 
 
@@ -258,10 +260,12 @@ def trace_path(case: Case) -> Path:
     return ROOT / "tests" / "data" / "traces" / f"{case.args['trace']}.npz"
 
 
-def calibration(migrate_bw_mib: float = MIGRATE_BW_MIB,
-                hint_fault_us: float = HINT_FAULT_US) -> dict:
-    """The mirrored machine's copy speed and hint-fault cost (guest_machine's keywords)."""
-    return dict(migrate_bw=migrate_bw_mib * MIB, hint_fault_s=hint_fault_us * 1e-6)
+def calibration(migrate_bw_mib: float = MIGRATE_BW_MIB, hint_fault_us: float = HINT_FAULT_US,
+                first_touch_us: float = FIRST_TOUCH_US) -> dict:
+    """The mirrored machine's copy speed, hint-fault and first-touch costs
+    (guest_machine's keywords)."""
+    return dict(migrate_bw=migrate_bw_mib * MIB, hint_fault_s=hint_fault_us * 1e-6,
+                first_touch_s=first_touch_us * 1e-6)
 
 
 def simulate(case: Case, g: dict, out: Path, **machine) -> dict:
@@ -278,9 +282,7 @@ def simulate(case: Case, g: dict, out: Path, **machine) -> dict:
         rt = replay_export.replay_arrays(trace_path(case))
         hot = np.sort(replay_export.hot_pages(rt, r["copies"], r["hot_pages"]))
     s = _simulate(case, g, out, ns, hot, **machine)
-    # the op's whole cost (compute + 100 ns of memory) scales with the rate's miss; a
-    # replay's copies each bring a thread in the simulator (docs/trace-format.md), which
-    # this scaling also absorbs
+    # the op's whole cost (compute + 100 ns of memory) scales with the rate's miss
     ns2 = (ns + 100) * s["ops_per_s"] / g["ops_per_s"] - 100
     if abs(ns2 - ns) > 0.02 * ns and ns2 > 1:
         s = _simulate(case, g, out, ns2, hot, **machine)
@@ -292,7 +294,9 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
     if case.workload == "replay":
         r = case.args
         trace = trace_path(case)
-        wl = f"trace:{trace},copies={r['copies']},per_window={r['per_window']},{rate}"
+        # the replayer's one thread interleaves its copies: they share it
+        wl = (f"trace:{trace},copies={r['copies']},per_window={r['per_window']},"
+              f"copy_threads=no,{rate}")
     else:
         k, mv = case.args.get("windows", 1), case.args.get("move_ms", 0)
         cfg = masim_config(g, out / f"{case.name}.cfg", k, mv)
@@ -519,8 +523,9 @@ with the 2 CPUs and 512 MiB, node 1 CPU-less with 1 GiB in a lower tier (HMAT). 
 calibration for every case**: node 0 = the guest's free memory before the workload
 (less `tierlab exec`'s own ~110 MiB in the exec cases), the kernel's watermarks
 (/proc/zoneinfo), the same access cost on both nodes (TCG emulates both in host memory),
-the guest's copy speed {calib['migrate_bw_mib']:g} MiB/s and hint-fault cost
-{calib['hint_fault_us']:g} us (scripts/sim_vs_kernel.py says how they were found); the
+the guest's copy speed {calib['migrate_bw_mib']:g} MiB/s, hint-fault cost
+{calib['hint_fault_us']:g} us and first-touch cost {calib.get('first_touch_us', 0):g} us
+(scripts/sim_vs_kernel.py says how they were found); the
 workload's per-op cost makes the simulated run as fast as the guest's. Run it on an idle
 host: under TCG the guest's kernel slows with the host's load, its timers do not. What
 each miss comes from, where it is known: docs/linux.md, "The simulator against the
@@ -554,6 +559,9 @@ def main() -> int:
     ap.add_argument("--hint-fault-us", type=float, default=HINT_FAULT_US, metavar="US",
                     help="the guest's cost of one NUMA hint fault (default "
                     f"{HINT_FAULT_US:g} us: HINT_FAULT_US)")
+    ap.add_argument("--first-touch-us", type=float, default=FIRST_TOUCH_US, metavar="US",
+                    help="the guest's cost of a page's first touch (default "
+                    f"{FIRST_TOUCH_US:g} us: FIRST_TOUCH_US)")
     a = ap.parse_args()
     if a.repeats < 1:
         ap.error(f"--repeats {a.repeats}: give 1 or more")
@@ -566,8 +574,9 @@ def main() -> int:
     results = json.loads(old.read_text()).get("cases", {}) if old.exists() else {}
     results = {k: dict(runs=_runs(v), summary=v.get("summary") or summary(_runs(v)))
                for k, v in results.items()}
-    calib = dict(migrate_bw_mib=a.migrate_bw, hint_fault_us=a.hint_fault_us)
-    machine = calibration(a.migrate_bw, a.hint_fault_us)
+    calib = dict(migrate_bw_mib=a.migrate_bw, hint_fault_us=a.hint_fault_us,
+                 first_touch_us=a.first_touch_us)
+    machine = calibration(a.migrate_bw, a.hint_fault_us, a.first_touch_us)
     failed = []
     for name in a.case or list(CASES):
         case = CASES[name]

@@ -80,6 +80,7 @@ BAD = {
     "cpu_socket": st.one_of(bad_index, st.integers(2, 99)),
     "cores_per_socket": bad_positive, "remote_lat_factor": bad_positive,
     "migrate_bw": bad_bandwidth, "tlb_shootdown": bad_duration, "hint_fault": bad_duration,
+    "first_touch": bad_duration,
     "demotion": st.one_of(st.integers(), printable, st.lists(printable, min_size=1, max_size=2),
                           st.sampled_from([[0], [0, 0], [1, 2], [0, 1, 2]])),
     "watermarks": st.one_of(st.integers(), st.sampled_from([[0.1], [0.3, 0.2, 0.1],
@@ -120,6 +121,9 @@ def test_the_base_machine_file_runs(tmp_path):
     p = tmp_path / "box.toml"
     p.write_text(machine_toml({"name": "box"}, good_tiers()))
     assert cli("run", "--machine", p, "--workload", SMALL, "--scale", "1/64")[0] == 0
+    p.write_text(machine_toml({"name": "box", "first_touch": "25us"}, good_tiers()))
+    from tierlab.machines import load_machine
+    assert load_machine(str(p)).first_touch_s == pytest.approx(25e-6)
 
 
 # -- sizes -------------------------------------------------------------------------------

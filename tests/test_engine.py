@@ -198,6 +198,28 @@ def test_migration_costs_are_charged():
     assert static["migrated_bytes"] == 0 and static["app_stall_seconds"] == 0
 
 
+def test_first_touch_costs_pages_allocated_after_the_set_up():
+    """Machine.first_touch_s: every page the workload allocates after its first change
+    stalls a touching thread once (the run takes grow x cost / threads longer); the
+    set-up's pages are free, and a cost of 0 changes nothing."""
+    from dataclasses import replace
+    m = small_machine()
+    cost, grow, threads = 40e-6, 512, 8
+    runs = {}
+    for ft in (0.0, cost):
+        mm = replace(m, first_touch_s=ft)
+        for g in (0, grow):
+            wl = HotCold(phases=2, grow=g, threads=threads)
+            rec = simulate(mm, wl, "static")[1]
+            rec.pop("wall_seconds")
+            runs[ft, g] = rec
+    assert runs[cost, 0] == runs[0.0, 0]
+    extra = runs[cost, grow]["app_stall_seconds"] - runs[0.0, grow]["app_stall_seconds"]
+    assert extra == pytest.approx(grow * cost / threads, rel=1e-9)
+    assert runs[cost, grow]["sim_seconds"] == pytest.approx(
+        runs[0.0, grow]["sim_seconds"] + grow * cost / threads, rel=1e-6)
+
+
 def test_pingpong_counts_quick_round_trips():
     m = small_machine()
     sim = Simulation(m, HotCold(), POLICIES.create("static"), ALLOCS.create("dram-preferred"))

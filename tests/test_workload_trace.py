@@ -111,6 +111,21 @@ def test_per_window_compresses_time_not_proportions(tmp_path):
         Trace(str(p), per_window=0)
 
 
+def test_copy_threads_no_shares_the_threads(tmp_path):
+    """copy_threads=no: k copies share the workload's threads (one replayer thread
+    interleaving them) instead of bringing their own; the replay itself is the same."""
+    p = tmp_path / "t.npz"
+    write_trace(p, small_windows())
+    own, shared = (Trace(str(p), copies=3, threads=2, copy_threads=c) for c in ("yes", "no"))
+    assert (own.threads, shared.threads) == (6, 2)
+    assert shared.params["copy_threads"] == "no" and "copy_threads" not in own.params
+    assert own.total_work == shared.total_work
+    for a, b in zip(own.changes(), shared.changes(), strict=True):
+        assert a.at == b.at and np.array_equal(a.field.read, b.field.read)
+    with pytest.raises(TierlabError, match="copy_threads"):
+        Trace(str(p), copies=3, copy_threads="some")
+
+
 def test_compact_map():
     t = np.array([5, 6, 600, 10 ** 7, 10 ** 7 + 1])
     m, n = compact_map(t, "auto")

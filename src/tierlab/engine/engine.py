@@ -125,6 +125,7 @@ class Simulation(PolicyBackend):
         #: a co-runner's share of each node's bandwidth (machine.antagonist)
         self._antagonist = np.array([machine.antagonist.get(i, 0.0) for i in range(k)])
         self._stall_pending = 0.0
+        self._set_up = False  # the first change (the set-up) applied
         self._timers: list = []
         self._seq = 0
         self._epoch = np.zeros(workload.npages, dtype=np.uint8)  # demotion stamps
@@ -537,6 +538,10 @@ class Simulation(PolicyBackend):
                     raise RuntimeError(f"workload allocated pages [{s},{e}) twice")
                 self.alloc.place(self.alloc_view, s, e)
             self.alloc_version += 1
+            if self._set_up and self.machine.first_touch_s:
+                # each new page faults once in a touching thread (Machine.first_touch_s)
+                n = int(np.diff(np.asarray(ch.alloc).reshape(-1, 2), axis=1).sum())
+                self.stall(n * self.machine.first_touch_s)
         if ch.field is not None or ch.free is not None:
             f = self.timeline.field
             self._reads, self._writes = f.totals(self.mem.range_counts(f.starts, f.ends))
@@ -640,6 +645,7 @@ class Simulation(PolicyBackend):
             raise RuntimeError(f"workload {w.name} must start with a change at work 0")
         self.policy.attach(self.policy_view)
         self._apply_change(first)
+        self._set_up = True  # later first touches cost Machine.first_touch_s
         nxt = next(changes, None)
         nxt_t = next(timed, None)
         x0 = self.throughput()

@@ -110,6 +110,10 @@ class Machine:
     1-2 GB/s; docs/machines.md).
     tlb_shootdown_s: stall of all app threads per migration batch.
     hint_fault_s: cost of one NUMA hint fault to the faulting thread (1-2 us).
+    first_touch_s: cost of a page's first touch (the page fault and zeroing) to the
+    touching thread, for pages a workload allocates after it starts (its first change,
+    the set-up, is free). 0 by default: the cost is the same under every placement, so
+    it only dilutes a comparison; the test guest's TCG takes ~32 us (docs/linux.md).
     cores_per_socket: for deciding whether background threads steal app CPU.
     """
 
@@ -121,6 +125,7 @@ class Machine:
     migrate_bw: float = 1.5e9
     tlb_shootdown_s: float = 5e-6
     hint_fault_s: float = 1.5e-6
+    first_touch_s: float = 0.0
     cores_per_socket: float = 24
     description: str = ""
     #: min, low, high watermarks as fractions of each node (engine/memory.py). Linux
@@ -155,7 +160,7 @@ class Machine:
         self.migrate_bw = parse_number(self.migrate_bw, "migrate_bw", lo=0.0, lo_open=True)
         self.cores_per_socket = parse_number(self.cores_per_socket, "cores_per_socket",
                                              lo=0.0, lo_open=True)
-        for k in ("tlb_shootdown_s", "hint_fault_s"):
+        for k in ("tlb_shootdown_s", "hint_fault_s", "first_touch_s"):
             setattr(self, k, parse_number(getattr(self, k), k[:-2], lo=0.0, hi=1.0))
         if isinstance(self.demotion, (str, bytes)) or not hasattr(self.demotion, "__iter__"):
             raise TierlabError(f"bad demotion {self.demotion!r}: expected a list of node "
@@ -238,8 +243,8 @@ class Machine:
 TIER_KEYS = ("name", "kind", "capacity", "read_lat_ns", "write_lat_ns", "read_bw",
              "write_bw", "socket", "has_cpus")
 MACHINE_KEYS = ("name", "description", "cpu_socket", "cores_per_socket",
-                "remote_lat_factor", "migrate_bw", "tlb_shootdown", "hint_fault", "demotion",
-                "watermarks", "antagonist")
+                "remote_lat_factor", "migrate_bw", "tlb_shootdown", "hint_fault", "first_touch",
+                "demotion", "watermarks", "antagonist")
 
 
 def parse_antagonist(value, names: list[str]) -> dict:
@@ -336,7 +341,7 @@ def machine_from_dict(d: dict, source: str) -> Machine:
             raise TierlabError(f"bad machine name {m['name']!r}: expected a string")
         if "migrate_bw" in m:
             kw["migrate_bw"] = float(parse_size(m["migrate_bw"], "migrate_bw"))
-        for k in ("tlb_shootdown", "hint_fault"):
+        for k in ("tlb_shootdown", "hint_fault", "first_touch"):
             if k in m:
                 kw[k + "_s"] = parse_duration(m[k], k)
         if "watermarks" in m:

@@ -80,7 +80,7 @@ import numpy as np
 
 from ..errors import TierlabError
 from ..field import RateField
-from ..params import parse_choice, parse_number
+from ..params import parse_choice, parse_flag, parse_number
 from ..units import PAGE, fmt_size
 from .base import WORKLOADS, Change, Workload
 from ..field import uniq
@@ -464,14 +464,16 @@ class Trace(Workload):
 
     Parameters: loop, threads (per copy), compute_ns, mlp, compact, max_changes,
     copies (footprint replication; see the module docstring for its rules with scale),
-    and per_window: the accesses each copy replays of every window that has any
-    (default: the recorded ones), each window's proportions kept; a time-compressed
-    replay, as the guest's replayer runs (tests/guest/replay.c).
+    per_window: the accesses each copy replays of every window that has any (default:
+    the recorded ones), each window's proportions kept; a time-compressed replay, as the
+    guest's replayer runs (tests/guest/replay.c); and copy_threads (yes|no): no = the
+    copies share `threads` instead of bringing them each, as that replayer's one thread
+    interleaves its copies (each page is then touched k times less often per second).
     """
 
     def __init__(self, path=None, loop=1, threads=1, compute_ns=1.0, mlp=4.0,
                  compact="auto", max_changes=400, copies=1, per_window=None, scale=1.0,
-                 seed=0):
+                 seed=0, copy_threads="yes"):
         super().__init__()
         if path is None or not str(path).strip():
             raise TierlabError("trace needs a file: trace:PATH (.npz or pagegrind .pg)")
@@ -482,6 +484,7 @@ class Trace(Workload):
         compact = parse_choice(compact, "trace compact", ("auto", "yes", "no"))
         maxc = parse_number(max_changes, "trace max_changes", lo=1, integer=True)
         ncopies = parse_number(copies, "trace copies", lo=1, integer=True)
+        copy_threads = parse_flag(copy_threads, "trace copy_threads")
         path = str(path).strip()
         t = read_trace(path)
         self.trace = t
@@ -505,7 +508,8 @@ class Trace(Workload):
         self.layout_share = self.copies / ncopies
         self.stride = (-(-span // CHUNK) + 1) * CHUNK
         self.npages = (self.copies - 1) * self.stride + span
-        self.threads *= ncopies
+        if copy_threads:
+            self.threads *= ncopies
         # Window groups so that loops x groups <= max_changes.
         nwin = t.nwindows
         per_pass = max(1, maxc // loops)
@@ -543,6 +547,8 @@ class Trace(Workload):
         if ncopies != 1:
             self.params["copies"] = ncopies
             self.params["copies_laid_out"] = self.copies
+            if not copy_threads:
+                self.params["copy_threads"] = "no"
 
     def _group_field(self, j: int) -> RateField:
         a, b = int(self._gptr[j]), int(self._gptr[j + 1])
