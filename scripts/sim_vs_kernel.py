@@ -150,7 +150,7 @@ def guest_data(case: Case, run) -> dict:
     n_hot = ready.get("window_pages") or ready["hot_pages"]
     g["hot_pages"] = n_hot
     if case.workload == "hotcold" and case.tiering != "exec":  # numa_maps of the hot range
-        g["t"] = [round(s["uptime"] - t_on, 3) for s in samples]
+        g["t"] = [round(s.get("maps_uptime", s["uptime"]) - t_on, 3) for s in samples]
         g["hot_fast"] = [s["hot"].get("N0", 0) / n_hot for s in samples]
     else:  # the workload's own move_pages query of its current hot pages
         g["t"] = [round(p["uptime"] - t_on, 3) for p in prog]
@@ -166,7 +166,7 @@ def guest_data(case: Case, run) -> dict:
         g["demoted"] = [d - d0 for t, d in zip(ts, st["demotions"]) if t >= 0]
         g["exec_policy_stats"] = res.get("policy_stats")
         return g
-    g["ct"] = [round(s["uptime"] - t_on, 3) for s in samples]
+    g["ct"] = [round(s.get("counters_uptime", s["uptime"]) - t_on, 3) for s in samples]
     vm = [s["vmstat"] for s in samples]
     kswapd = [v["pgdemote_kswapd"] + v["pgdemote_direct"] - v0["pgdemote_kswapd"]
               - v0["pgdemote_direct"] for v in vm]

@@ -7,7 +7,8 @@
 the [start, end) of both ranges (a ready line without them, as replay's, gets only the
 counters). While the pid lives, every interval prints one JSON line:
 
-    {"t": s since first sample, "uptime": s, "hot": {"N0": pages, "N1": pages},
+    {"t": s since first sample, "uptime": s, "maps_uptime": s (the page walk's middle),
+     "counters_uptime": s (when the counters were read), "hot": {"N0": pages, "N1": pages},
      "cold": {...}, "vmstat": {"pgpromote_success": n, "pgdemote_kswapd": n, ...}}
 
 Page counts come from /proc/PID/numa_maps (4 KiB pages, summed over every VMA that starts
@@ -147,6 +148,7 @@ def main(argv=None) -> int:
     period = a.interval_ms / 1000.0
     next_t = time.monotonic()
     while True:
+        before = uptime()
         try:
             with open(f"/proc/{pid}/numa_maps") as f:
                 text = f.read()
@@ -157,11 +159,17 @@ def main(argv=None) -> int:
         now = time.monotonic()
         t0 = now if t0 is None else t0
         rec = {"kind": a.kind} if a.kind else {}
+        # the page walk of a big process takes a while under TCG: `maps_uptime` is the
+        # middle of it, when the placement was read
         rec.update(t=round(now - t0, 3), uptime=uptime())
+        rec["maps_uptime"] = round((before + rec["uptime"]) / 2, 3)
         rec.update(parse_numa_maps(text, ranges, nodes))
         rec["vmstat"] = read_vmstat()
         if a.damos:
+            # update_schemes_stats waits for the kdamond (busy while it migrates): the
+            # counters are as of `counters_uptime`, when it answered
             rec["damos"] = read_damos_stats()
+        rec["counters_uptime"] = uptime()
         print(a.prefix + json.dumps(rec, separators=(",", ":")), flush=True)
         n += 1
         if a.count and n >= a.count:
