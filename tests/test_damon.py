@@ -439,6 +439,31 @@ def test_quota_limits_the_migration_rate():
     assert rec2["throughput"] > rec["throughput"]
 
 
+def test_kdamond_copies_at_one_threads_speed():
+    """copy=kdamond (default): a scheme's pages land at the machine's migrate_bw, one
+    kdamond thread copying them (damon_pa_migrate's synchronous migrate_pages), and the
+    kdamond's next pass waits for the copy; copy=instant lands them at the decision."""
+    from dataclasses import replace
+    rate = 400  # pages a second
+    m = replace(small_machine(dram_pages=4096, slow_pages=32768), migrate_bw=rate * PAGE)
+    seen = {}
+    for copy in ("instant", "kdamond"):
+        pol = DamonTiering(copy=copy)
+        sim = Simulation(m, tiering_workload(), pol, ALLOCS.create("pm-preferred"), seed=0)
+        got = []
+        sim.every(0.05, lambda now, sim=sim, got=got: got.append(
+            (now, sim.stats.promotions)), offset=0.0)
+        sim.run()
+        check_invariants(sim)
+        seen[copy] = np.array(got)
+    step = np.diff(seen["instant"][:, 1])
+    assert step.max() > 1000  # a whole pass's pages in one 50 ms step
+    k = seen["kdamond"]
+    # per 50 ms step, 5 copy ticks of 10 ms (one more when their times tie with it)
+    assert np.diff(k[:, 1]).max() <= rate * (0.05 + 0.01) + 1e-9
+    assert k[-1, 1] >= 1000 and np.count_nonzero(np.diff(k[:, 1])) > 50
+
+
 def test_goal_tunes_the_cold_quota():
     """migrate_cold's esz grows while the fast node has less free memory than its goal
     and demotes DAMON-cold pages; with the literal kernel goal (0.5% free, below the
@@ -487,7 +512,8 @@ def test_multi_tier_scheme_layout():
 
 def test_bad_parameters():
     for spec in ("damon-tiering:promote=up", "damon-tiering:cold_free=150%",
-                 "damon-tiering:quota=lots", "damon-tiering:young=maybe"):
+                 "damon-tiering:quota=lots", "damon-tiering:young=maybe",
+                 "damon-tiering:copy=fast"):
         with pytest.raises(TierlabError):
             POLICIES.create(spec)
 

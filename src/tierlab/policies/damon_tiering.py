@@ -44,6 +44,18 @@ Kernel rules implemented (mm/damon/core.c, ops-common.c, paddr.c, samples/damon/
   moved to the scheme's fixed target node without reclaim at the target (the sim's
   `migrate` stops at the target's min watermark); the young filter is
   test-and-clear (damon_folio_young, then damon_folio_mkold when young).
+- the copy is synchronous in the kdamond (`copy=kdamond`, default): damon_pa_migrate
+  isolates a region's folios and migrate_pages() copies them in the kdamond thread,
+  one per context (mtier.c: a context per node), so a scheme's pages land at one
+  thread's copy speed (the machine's `migrate_bw`, scaled with `--scale`), and the
+  context decides its next scheme, or its next apply, only once the copy is done. The
+  filter and the quota charge happen at the decision. The target's pages are allocated
+  GFP_NOWAIT: no direct reclaim, but a target below its low watermark wakes kswapd,
+  which then demotes to the high watermark (between the engine's 1 s kswapd passes). `copy=instant` lands a scheme's
+  pages at its decision (tierlab before 2026-12-06). The copy's CPU is charged either
+  way. 200 MiB at 1.5 GB/s take 0.14 s; in the test guest (TCG) the kernel's DAMOS
+  moved a 128 MiB hot range in about 1.2 s (docs/linux.md). The kdamond's sampling
+  also pauses while it copies; that pause is not modelled.
 
 Simulator mapping and assumptions (documented choices):
 
@@ -91,7 +103,8 @@ Parameters (strings accepted): sample, aggr, update, min_nr_regions, max_nr_regi
 (monitor); quota (size per window, 200MiB), reset (window, 1s), apply (1s), cold_free
 (0.5%), hot_used (99.7%), goal_offset (high|none), min_age (cold scheme minimum age, a
 duration, 0s), hot (minimum access rate of migrate_hot, 5%), promote (all|next|top),
-young (on|off), weight_nr (100), weight_age (100), esz_init (boot|zero), goals (on|off:
+young (on|off), weight_nr (100), weight_age (100), esz_init (boot|zero), copy
+(kdamond|instant), goals (on|off:
 off leaves the quota goals out, as on a kernel before 6.16, which has no node-memory goal
 metrics: every window's effective quota is then the size quota, damos_set_effective_quota).
 """
@@ -239,6 +252,18 @@ class Scheme:
 MONITOR_CHOICES = ("damon", "telescope-bounded", "telescope-flex")
 
 
+@dataclass
+class Kdamond:
+    """One DAMON context's thread (copy=kdamond): its schemes, the pages it still
+    copies, the schemes of its pass still to decide, its next apply time."""
+
+    next_apply: float
+    schemes: list = field(default_factory=list)
+    queue: list = field(default_factory=list)  # (scheme, pages still to copy)
+    todo: list = field(default_factory=list)
+    credit: float = 0.0
+
+
 @POLICIES.register("damon-tiering")
 class DamonTiering(Policy):
     """Linux >= 6.11 DAMON tiering: DAMOS migrate_hot/migrate_cold with quota goals."""
@@ -247,13 +272,14 @@ class DamonTiering(Policy):
                  max_nr_regions=1000, quota="200MiB", reset="1s", apply="1s",
                  cold_free="0.5%", hot_used="99.7%", goal_offset="high", min_age="0s",
                  hot="5%", promote="all", young="on", weight_nr=100, weight_age=100,
-                 esz_init="boot", monitor="damon", goals="on"):
+                 esz_init="boot", monitor="damon", goals="on", copy="kdamond"):
         super().__init__(sample=sample, aggr=aggr, update=update,
                          min_nr_regions=min_nr_regions, max_nr_regions=max_nr_regions,
                          quota=quota, reset=reset, apply=apply, cold_free=cold_free,
                          hot_used=hot_used, goal_offset=goal_offset, min_age=min_age,
                          hot=hot, promote=promote, young=young, weight_nr=weight_nr,
-                         weight_age=weight_age, esz_init=esz_init, monitor=monitor, goals=goals)
+                         weight_age=weight_age, esz_init=esz_init, monitor=monitor, goals=goals,
+                         copy=copy)
         # the regions DAMOS acts on: DAMON's, or Telescope's (ATC'24: the same regions
         # with their samples checked at upper page-table levels; its tiering runs)
         if monitor not in MONITOR_CHOICES:
@@ -281,9 +307,11 @@ class DamonTiering(Policy):
         self.weight_age = parse_int(weight_age, "damon-tiering weight_age", 0, 2**32 - 1)
         self.esz_init = parse_choice(esz_init, "damon-tiering esz_init", ("boot", "zero"))
         self.goals = parse_flag(goals, "damon-tiering goals")
+        self.copy = parse_choice(copy, "damon-tiering copy", ("kdamond", "instant"))
         self.schemes: list[Scheme] = []
         self._counts: dict = {}
         self._next_apply = 0.0
+        self._ctx: dict = {}  # copy=kdamond: source node -> its Kdamond
         self.young_checks = 0
 
     # -- setup -------------------------------------------------------------------
@@ -330,12 +358,29 @@ class DamonTiering(Policy):
                 unmet = cur * 10000 // max(s.goal_bp, 1) < GOAL
                 s.esz_bp = s.quota_sz * 10000 if (unmet and s.quota_sz) else MIN_INPUT
         self._next_apply = sim.now + self.apply  # damos_set_next_apply_sis at start
+        if self.copy == "kdamond":
+            for s in self.schemes:
+                self._ctx.setdefault(s.src, Kdamond(self._next_apply)).schemes.append(s)
+            # pages a second one kdamond copies: the machine's migrate_bw (a miniature's
+            # machine has it scaled already, as the engine's background mover)
+            self._copy_rate = sim.machine.migrate_bw / PAGE
+            self._tick = self.monitor.aggr_interval / 10
+            sim.every(self._tick, self._copy_tick)
         self.monitor.attach(sim)
         self.monitor.subscribe(self._on_aggregation)
         self.rng = sim.rng_for("damon-tiering")
 
     # -- DAMOS -------------------------------------------------------------------
     def _on_aggregation(self, mon: Damon, now: float) -> None:
+        if self._ctx:
+            for ctx in self._ctx.values():  # a kdamond still copying applies nothing
+                if not ctx.queue and not ctx.todo and now + 1e-9 >= ctx.next_apply:
+                    ctx.next_apply = now + self.apply
+                    for s in ctx.schemes:
+                        s.adjust_quota(now, self.sim.mem)
+                    ctx.todo = list(ctx.schemes)
+                    self._drive(ctx, now)
+            return
         if now + 1e-9 < self._next_apply:
             return
         self._next_apply = now + self.apply
@@ -345,6 +390,50 @@ class DamonTiering(Policy):
         self._counts = {}  # (node, start, end) -> pages on node, valid for this pass
         for s in self.schemes:
             self._apply_scheme(s, mon, now)
+
+    def _drive(self, ctx: "Kdamond", now: float) -> None:
+        """A kdamond's pass: its schemes in order, each decided once the one before
+        it has copied its pages (kdamond_apply_schemes migrates synchronously)."""
+        while not ctx.queue and ctx.todo:
+            self._counts = {}
+            self._apply_scheme(ctx.todo.pop(0), self.monitor, now)
+
+    def _copy_tick(self, now: float) -> None:
+        """Each kdamond copies its queued pages, in order, at one thread's speed;
+        pages the target refuses (its min watermark) fail at no copy time."""
+        for ctx in self._ctx.values():
+            if not ctx.queue and not ctx.todo:
+                continue
+            ctx.credit += self._copy_rate * self._tick
+            while ctx.queue and ctx.credit >= 1:
+                s, pages = ctx.queue[0]
+                n = min(int(ctx.credit), pages.size)
+                self._wake_kswapd(s.dst)
+                moved = self.sim.migrate(pages[:n], s.dst, reason=f"damos_{s.action}")
+                self._applied(s, moved)
+                ctx.credit -= moved
+                if n == pages.size:
+                    ctx.queue.pop(0)
+                else:
+                    ctx.queue[0] = (s, pages[n:])
+            if not ctx.queue:
+                ctx.credit = 0.0
+                self._drive(ctx, now)
+
+    def _wake_kswapd(self, node: int) -> None:
+        """The target's pages are allocated GFP_NOWAIT (__damon_pa_migrate_folio_list):
+        no direct reclaim, but below the low watermark the allocation wakes kswapd,
+        which demotes until the high watermark (the engine's kswapd, at once)."""
+        mem = self.sim.mem
+        if mem.free[node] < mem.wmark_low[node] and self.sim.machine.lower(node) is not None:
+            self.sim.reclaim(node, int(mem.wmark_high[node] - mem.free[node]))
+
+    @staticmethod
+    def _applied(s: "Scheme", moved: int) -> None:
+        if moved:
+            s.nr_applied += 1
+        s.sz_applied += moved * PAGE
+        s.applied_window += moved * PAGE
 
     def _count_on(self, starts, ends, node) -> np.ndarray:
         """Pages of each region [starts[i], ends[i]) on `node` (cached for the pass and
@@ -452,27 +541,30 @@ class DamonTiering(Policy):
         pages = np.concatenate(chunks)
         if s.young_filter and pages.size:
             pages = self._young_filter(pages, s, now)
+        mon.reset_age(np.asarray(apply_idx))
+        if self._ctx:  # its kdamond copies them from its next tick on
+            if pages.size:
+                self._ctx[s.src].queue.append((s, pages))
+            return
         moved = self.sim.migrate(pages, s.dst, reason=f"damos_{s.action}") if pages.size else 0
         # move_pages takes the pages in order and stops at the target's min watermark
         self._moved(mon, pages[:moved], s.src, s.dst)
-        if moved:
-            s.nr_applied += 1
-        s.sz_applied += moved * PAGE
-        s.applied_window += moved * PAGE
-        mon.reset_age(np.asarray(apply_idx))
+        self._applied(s, moved)
 
     def _young_filter(self, pages: np.ndarray, s: Scheme, now: float) -> np.ndarray:
         """DAMOS_FILTER_TYPE_YOUNG (damon_folio_young, then mkold when young): migrate_hot
         keeps young pages, migrate_cold drops them. Every page of the charged regions is
-        checked and charged (one accessed-bit check each); to save wall time the bits
-        are only evaluated, in address order, until the target node's room (free above
-        its min watermark) is covered -- the rest could not move anyway, and only
-        their bit clearing is skipped."""
+        checked and charged (one accessed-bit check each); with copy=instant, to save
+        wall time, the bits are only evaluated, in address order, until the target
+        node's room (free above its min watermark) is covered -- the rest could not
+        move anyway, and only their bit clearing is skipped."""
         sim = self.sim
         bits = sim.bits
         self.young_checks += int(pages.size)
         sim.charge_cpu(pages.size * bits.check_cost, "monitor")
         room = int(sim.mem.free[s.dst] - sim.mem.wmark_min[s.dst])
+        if self._ctx:  # copy=kdamond: kswapd makes room while the kdamond copies
+            room = pages.size
         keep, got, pos = [], 0, 0
         hot = s.action == "migrate_hot"
         step = room + room // 4 + 64
