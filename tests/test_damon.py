@@ -441,7 +441,7 @@ def test_quota_limits_the_migration_rate():
 
 def test_kdamond_copies_at_one_threads_speed():
     """copy=kdamond (default): a scheme's pages land at the machine's migrate_bw, one
-    kdamond thread copying them (damon_pa_migrate's synchronous migrate_pages), and the
+    kdamond thread copying them (damon_pa_migrate's migrate_pages in its thread), and the
     kdamond's next pass waits for the copy; copy=instant lands them at the decision."""
     from dataclasses import replace
     rate = 400  # pages a second

@@ -45,17 +45,19 @@ Kernel rules implemented (mm/damon/core.c, ops-common.c, paddr.c, samples/damon/
   `migrate` stops at the target's min watermark); the young filter is
   test-and-clear (damon_folio_young, then damon_folio_mkold when young).
 - the copy is synchronous in the kdamond (`copy=kdamond`, default): damon_pa_migrate
-  isolates a region's folios and migrate_pages() copies them in the kdamond thread,
-  one per context (mtier.c: a context per node), so a scheme's pages land at one
-  thread's copy speed (the machine's `migrate_bw`, scaled with `--scale`), and the
-  context decides its next scheme, or its next apply, only once the copy is done. The
-  filter and the quota charge happen at the decision. The target's pages are allocated
-  GFP_NOWAIT: no direct reclaim, but a target below its low watermark wakes kswapd,
-  which then demotes to the high watermark (between the engine's 1 s kswapd passes). `copy=instant` lands a scheme's
-  pages at its decision (tierlab before 2026-12-06). The copy's CPU is charged either
-  way. 200 MiB at 1.5 GB/s take 0.14 s; in the test guest (TCG) the kernel's DAMOS
-  moved a 128 MiB hot range in about 1.2 s (docs/linux.md). The kdamond's sampling
-  also pauses while it copies; that pause is not modelled.
+  isolates a region's folios and migrate_pages() copies them in the kdamond thread
+  (MIGRATE_ASYNC: it skips pages it would wait for, but copies in the caller), one per
+  context (mtier.c: a context per node), so a scheme's pages land at one thread's copy
+  speed (the machine's `migrate_bw`, scaled with `--scale`), and the context decides
+  its next scheme, or its next apply, only once the copy is done. The filter and the
+  quota charge happen at the decision. The target's pages are allocated GFP_NOWAIT
+  (__damon_pa_migrate_folio_list): no direct reclaim, but a target below its low
+  watermark wakes kswapd, which demotes to the high watermark (at once, between the
+  engine's 1 s kswapd passes). `copy=instant` lands a scheme's pages at its decision
+  (tierlab before 2026-12-06). The copy's CPU is charged either way. 200 MiB at
+  1.5 GB/s take 0.14 s; in the test guest (TCG) the kernel's DAMOS moved a 128 MiB hot
+  range in about 1.2 s (docs/linux.md). The kdamond's sampling also pauses while it
+  copies; that pause is not modelled.
 
 Simulator mapping and assumptions (documented choices):
 
