@@ -312,3 +312,43 @@ def test_linux_memory_counts_ranges_as_the_simulator_does():
     ends = np.minimum(starts + rng.integers(1, 3000, 50), n)
     np.testing.assert_array_equal(live.range_counts(starts, ends),
                                   sim_mem.range_counts(starts, ends))
+
+
+def test_linux_memory_finds_pages_on_a_node_as_the_simulator_does():
+    """`sim.mem.pages_on` (damon-tiering takes a quota-split region's first pages with
+    it) gives the live page map the simulator's pages for the same placement; the
+    simulator's filters are refused by name."""
+    from tierlab.engine.memory import Memory
+    from tierlab.linux.backend import LinuxMemory
+    rng = np.random.default_rng(5)
+    n = 4000
+    machine = api.make_machine("optane-2tier")
+    sim_mem = Memory(machine, n)
+    live = LinuxMemory([n] * machine.nnodes, n)
+    pos = 0
+    while pos < n:
+        end = min(n, pos + int(rng.integers(1, 300)))
+        node = int(rng.integers(0, machine.nnodes + 1))
+        if node < machine.nnodes:
+            sim_mem.place_range(pos, end, node)
+            live.node[pos:end] = node
+        pos = end
+    for start, limit, node in zip(rng.integers(0, n, 40), rng.integers(0, 2500, 40),
+                                  rng.integers(0, 2, 40)):
+        want = sim_mem.pages_on(int(node), int(start), int(limit))
+        got = live.pages_on(int(node), int(start), int(limit))
+        np.testing.assert_array_equal(got[0], want[0])
+    with pytest.raises(TierlabError, match="flags"):
+        live.pages_on(0, 0, 10, flags=np.zeros(n, np.uint8), mask=1)
+
+
+def test_damon_tiering_splits_a_region_at_its_quota_for_real():
+    """A quota smaller than a hot region: the scheme takes the region's first pages up
+    to the quota (mem.pages_on) on the live backend as in the simulator (this stopped
+    `tierlab exec --policy damon-tiering` in the test guest before LinuxMemory had it)."""
+    sim, proc, clock = make("damon-tiering:quota=64KiB")
+    lines = []
+    rec = Daemon(sim, "damon-tiering:quota=64KiB", interval=1.0, duration=10.0,
+                 echo=lines.append, sleep=clock.sleep).run()
+    assert rec["stop_reason"] == "duration reached", lines
+    assert 0 < rec["promotions"] <= 16 * 11  # 16 pages a 1 s window

@@ -191,6 +191,24 @@ class LinuxMemory:
                                  np.asarray(ends, dtype=np.int64),
                                  len(self.capacity))[:, :-1]
 
+    def pages_on(self, node: int, start: int, limit: int, flags=None, mask: int = 0,
+                 value: int = 0, sel=None, sel_on: bool = True, passes=None):
+        """`Memory.pages_on` without its filters (the simulator's per-page flags, bitmaps
+        and pass times do not exist here): up to `limit` pages on `node` from `start`,
+        wrapping; (pages, next hand position, addresses scanned)."""
+        if flags is not None or sel is not None or passes is not None:
+            raise TierlabError("the Linux backend keeps no per-page flags, bitmaps or "
+                               "pass times to filter pages by")
+        n, start, limit = self.npages, int(start) % max(self.npages, 1), max(int(limit), 0)
+        hit = np.flatnonzero(self.node[start:] == node)[:limit] + start
+        scanned = int(hit[-1]) - start + 1 if hit.size else n - start
+        if hit.size < limit:
+            wrap = np.flatnonzero(self.node[:start] == node)[:limit - hit.size]
+            hit = np.concatenate((hit, wrap))
+            scanned = n - start + (int(wrap[-1]) + 1 if wrap.size else start)
+        nxt = (int(hit[-1]) + 1) % max(n, 1) if hit.size else start
+        return hit.astype(np.int64), nxt, scanned
+
 
 @dataclass
 class LinuxStats:

@@ -325,6 +325,10 @@ class DamonTiering(Policy):
             sim.note("damon-tiering: the young-page filter needs per-page accessed bits, "
                      "which user space cannot read; running with young=off")
             self.young = False
+        if self.copy == "kdamond" and getattr(sim, "real", False):
+            # move_pages(2) copies in the daemon's own thread: the copy takes its real
+            # time there, the simulator's pacing would only add a wait
+            self.copy = "instant"
         mem = sim.mem
         path = list(sim.machine.demotion)
         high_bp = (mem.wmark_high * 10000 // np.maximum(mem.capacity, 1)).astype(int)
