@@ -106,6 +106,17 @@ def _step(ts, ys, t):
     return ys[max(i, 0)] if len(ys) else float("nan")
 
 
+#: a guest sample older than this (s) does not say where the pages are now: the sampler
+#: stalls while a kdamond migrates (its stats request waits for it) and under load
+FRESH_S = 1.0
+
+
+def _fresh(ts, ys, t):
+    """The last sample at or before t if it is at most FRESH_S old, else NaN."""
+    i = int(np.searchsorted(ts, t + 1e-9)) - 1
+    return ys[i] if i >= 0 and t - ts[i] <= FRESH_S + 1e-9 else float("nan")
+
+
 def guest_args(case: Case) -> tuple[str, dict]:
     """The scenario (tests/guest/scenarios) and its arguments that run `case`."""
     a = dict(case.args)
@@ -306,7 +317,18 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
     if case.workload != "replay":
         w = sim.workload
         starts, ends = w.region_start[1:], w.region_end[1:]
+        windows = np.arange(starts[0], ends[-1])
+
+        def bind(now):
+            """hotcold binds its hot windows to node 1 (--hot-node 1): the mirror's first
+            touch puts those that fit above node 0's watermark there; they go back,
+            uncounted, before anything runs"""
+            on0 = windows[sim.mem.node[windows] == 0]
+            if on0.size:
+                sim.teleport(on0, np.ones(on0.size, np.uint8), reason="hotcold mbind")
+        sim.every(1e9, bind, offset=0.0)
     series = {"t": [], "hot_fast": [], "promoted": [], "demoted": []}
+    base = []
     span = max(g["run_s"] - g["lag"], 1.0)  # the guest's run after the mechanism went on
     done = {}
 
@@ -318,10 +340,12 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
         else:
             i = int((now + g["lag"]) * 1000 // mv) % k if k > 1 and mv else 0
             pages = np.arange(starts[i], ends[i])
+        if not base:  # after bind()
+            base.extend((sim.stats.promotions, sim.stats.demotions))
         series["t"].append(round(now, 3))
         series["hot_fast"].append(float(np.count_nonzero(sim.mem.node[pages] == 0)) / len(pages))
-        series["promoted"].append(int(sim.stats.promotions))
-        series["demoted"].append(int(sim.stats.demotions))
+        series["promoted"].append(int(sim.stats.promotions - base[0]))
+        series["demoted"].append(int(sim.stats.demotions - base[1]))
 
     sim.every(0.5, sample, offset=0.0)
     rec = sim.run()
@@ -332,15 +356,19 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
 
 # -- the comparison ---------------------------------------------------------------------
 def gaps(g: dict, s: dict) -> dict:
-    """Largest gap of the hot share at every whole second after the first, from 2 s (the last
-    sample at or before it on each side), and the relative gaps of the promotion and
-    demotion counters at the kernel's last counter sample."""
+    """Largest gap of the hot share at every whole second after the first, from 2 s (the
+    last sample at or before it on each side; a second whose last guest sample is older
+    than FRESH_S is not compared, and `seconds` counts those compared of all), and the
+    relative gaps of the promotion and demotion counters at the kernel's last counter
+    sample."""
     end = min(g["t"][-1], s["t"][-1])
     secs = np.arange(2, int(end) + 1)
-    hot = max((abs(_step(g["t"], g["hot_fast"], t) - _step(s["t"], s["hot_fast"], t))
-               for t in secs), default=float("nan"))
+    d = np.array([abs(_fresh(g["t"], g["hot_fast"], t) - _step(s["t"], s["hot_fast"], t))
+                  for t in secs], dtype=float)
+    hot = np.nanmax(d) if np.isfinite(d).any() else float("nan")
     tc = min(g["ct"][-1], s["t"][-1])
-    out = {"hot_share": round(float(hot), 3), "at": round(float(tc), 1)}
+    out = {"hot_share": round(float(hot), 3), "at": round(float(tc), 1),
+           "seconds": [int(np.isfinite(d).sum()), len(secs)]}
     for key in ("promoted", "demoted"):
         k, m = _step(g["ct"], g[key], tc), _step(s["t"], s[key], tc)
         out[key] = {"kernel": int(k), "sim": int(m),
@@ -358,9 +386,9 @@ def _seconds(curves: list) -> np.ndarray:
     return np.arange(2, int(end) + 1)
 
 
-def _at(curves: list, secs) -> np.ndarray:
+def _at(curves: list, secs, pick=_step) -> np.ndarray:
     """Each curve's last sample at or before each second: (curves, seconds)."""
-    return np.array([[_step(t, y, x) for x in secs] for t, y in curves], dtype=float)
+    return np.array([[pick(t, y, x) for x in secs] for t, y in curves], dtype=float)
 
 
 def summary(runs: list) -> dict:
@@ -376,15 +404,19 @@ def summary(runs: list) -> dict:
     kc = [(r["guest"]["t"], r["guest"]["hot_fast"]) for r in runs]
     sc = [(r["sim"]["t"], r["sim"]["hot_fast"]) for r in runs]
     secs = _seconds(kc + sc)
-    k, m = _at(kc, secs), _at(sc, secs).mean(axis=0)
-    below, above = np.maximum(k.min(axis=0) - m, 0), np.maximum(m - k.max(axis=0), 0)
+    k, m = _at(kc, secs, _fresh), _at(sc, secs).mean(axis=0)
+    seen = np.isfinite(k).sum(axis=0)  # the kernel's runs with a fresh sample
+    both = seen >= 2
+    lo = np.where(seen > 0, np.nanmin(np.where(np.isfinite(k), k, np.inf), axis=0), np.nan)
+    hi = np.where(seen > 0, np.nanmax(np.where(np.isfinite(k), k, -np.inf), axis=0), np.nan)
+    out_of = np.maximum(np.maximum(lo - m, 0), np.maximum(m - hi, 0))
     out = {"repeats": n,
            "hot_share": round(float(np.mean([r["gaps"]["hot_share"] for r in runs])), 3),
            "hot_share_runs": [r["gaps"]["hot_share"] for r in runs],
-           "kernel_hot_spread": round(float((k.max(axis=0) - k.min(axis=0)).max()), 3)
-           if n > 1 and len(secs) else None,
-           "hot_outside": round(float(np.maximum(below, above).max()), 3)
-           if len(secs) else None}
+           "kernel_hot_spread": round(float((hi - lo)[both].max()), 3)
+           if n > 1 and both.any() else None,
+           "hot_outside": round(float(np.nanmax(out_of)), 3)
+           if np.isfinite(out_of).any() else None}
     for key in ("promoted", "demoted"):
         kv = np.array([r["gaps"][key]["kernel"] for r in runs], dtype=float)
         sv = np.array([r["gaps"][key]["sim"] for r in runs], dtype=float)
@@ -553,6 +585,9 @@ def main() -> int:
                     "simulation; the table gives the kernel's spread (default 1)")
     ap.add_argument("--guest-json", help="reuse the guest runs saved in an earlier data.json "
                     "(its runs of a case before new ones)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="no guest, no simulation: compare the runs saved in --out's data.json "
+                    "again and rewrite its README.md and figures")
     ap.add_argument("--migrate-bw", type=float, default=MIGRATE_BW_MIB, metavar="MIB_S",
                     help="the guest's copy speed of one migrating thread (default "
                     f"{MIGRATE_BW_MIB:g} MiB/s: MIGRATE_BW_MIB)")
@@ -574,6 +609,19 @@ def main() -> int:
     results = json.loads(old.read_text()).get("cases", {}) if old.exists() else {}
     results = {k: dict(runs=_runs(v), summary=v.get("summary") or summary(_runs(v)))
                for k, v in results.items()}
+    if a.report_only:
+        if not results:
+            ap.error(f"--report-only: {old} holds no runs")
+        calib = json.loads(old.read_text()).get("calibration", {})
+        for name, r in results.items():
+            runs = [dict(x, gaps=gaps(x["guest"], x["sim"])) for x in r["runs"]]
+            results[name] = dict(runs=runs, summary=summary(runs))
+            plot(CASES[name], runs, out / f"{name}.png")
+        (out / "data.json").write_text(json.dumps(dict(calibration=calib, cases=results),
+                                                  indent=1))
+        report(results, out, calib)
+        print(f"wrote {out / 'README.md'}")
+        return 0
     calib = dict(migrate_bw_mib=a.migrate_bw, hint_fault_us=a.hint_fault_us,
                  first_touch_us=a.first_touch_us)
     machine = calibration(a.migrate_bw, a.hint_fault_us, a.first_touch_us)
