@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -518,14 +519,18 @@ def report(results: dict, out: Path, calib: dict) -> None:
                     f"{sm['repeats']} | {num(sm['hot_share'])} | "
                     f"{num(sm['kernel_hot_spread'])} | {num(sm['hot_outside'])} | "
                     f"{_cell(sm['promoted'])} | {_cell(sm['demoted'])} | {sm['verdict']} |")
+        made = (f"guests at {', '.join(sorted({x['guest'].get('commit', '?') for x in runs}))}"
+                f", simulations at {', '.join(sorted({x['sim'].get('commit', '?') for x in runs}))}")
         rates = ", ".join(f"{x['guest']['ops_per_s']:.3g}" for x in runs)
         logs = ", ".join(f"`{Path(x['guest']['log']).name}`" for x in runs)
         at = ", ".join(f"{x['gaps']['at']}" for x in runs)
         sections.append(f"""## {name}
 
-{_describe(case, g)}; ops/s measured in the guest: {rates} (guest logs {logs}).
+{_describe(case, g)}; ops/s measured in the guest: {rates} (guest logs {logs}; {made}).
 Simulator: `{s['policy']}`. Largest hot-share gap by run: {", ".join(
-            f"{x:.2f}" for x in sm["hot_share_runs"])}.
+            f"{x:.2f}" for x in sm["hot_share_runs"])}; seconds compared (of those both
+sides reached): {", ".join(f"{a} of {b}" for a, b in (x["gaps"].get("seconds", ["?", "?"])
+                                                     for x in runs))}.
 
 ![{name}]({name}.png)
 
@@ -546,7 +551,8 @@ Every case ran N times, each run in a fresh guest beside its own simulation (cal
 from that run); the table gives the mean of the runs' largest hot-share gaps, the
 largest gap between two of the kernel's own runs, how far the simulator's mean curve
 leaves the band of the kernel's runs, and each counter's mean over the runs with the
-kernel's range. A case is *within the kernel's spread* when it misses the targets by
+kernel's range. A second whose last guest sample is older than {FRESH_S:g} s is not compared
+(the guest's sampler stalls while a kdamond migrates). A case is *within the kernel's spread* when it misses the targets by
 no more than the kernel disagrees with itself: both counters inside the kernel's range
 (or within {100 * COUNTER_GAP:.0f}%) and the hot share within {HOT_GAP} of the kernel's band.
 
@@ -568,6 +574,19 @@ kernel".
 {chr(10).join(sections)}
 """
     (out / "README.md").write_text(text)
+
+
+def _commit() -> str:
+    """The repository's commit, with "+changes" when tracked files differ from it."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    try:
+        rev = git("rev-parse", "--short", "HEAD")
+        return rev + ("+changes" if git("status", "--porcelain", "--untracked-files=no")
+                      else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def _runs(entry: dict) -> list:
@@ -625,6 +644,7 @@ def main() -> int:
     calib = dict(migrate_bw_mib=a.migrate_bw, hint_fault_us=a.hint_fault_us,
                  first_touch_us=a.first_touch_us)
     machine = calibration(a.migrate_bw, a.hint_fault_us, a.first_touch_us)
+    rev = _commit()
     failed = []
     for name in a.case or list(CASES):
         case = CASES[name]
@@ -634,13 +654,13 @@ def main() -> int:
             print(f"sim_vs_kernel: {name}, run {i + 1} of {max(a.repeats, len(guests))}",
                   flush=True)
             try:
-                g = guests[i] if i < len(guests) else boot_guest(case)
+                g = guests[i] if i < len(guests) else dict(boot_guest(case), commit=rev)
             except GuestFailed as e:
                 print(f"  {e}", flush=True)
                 failed.append(f"{name} (run {i + 1})")
                 continue
             s = simulate(case, g, out, **machine)
-            runs.append(dict(guest=g, sim=s, gaps=gaps(g, s)))
+            runs.append(dict(guest=g, sim=dict(s, commit=rev), gaps=gaps(g, s)))
             print(f"  {json.dumps(runs[-1]['gaps'])}", flush=True)
             results[name] = dict(runs=runs, summary=summary(runs))
             results = {k: results[k] for k in CASES if k in results}
