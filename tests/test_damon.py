@@ -459,9 +459,10 @@ def test_kdamond_copies_at_one_threads_speed():
     step = np.diff(seen["instant"][:, 1])
     assert step.max() > 1000  # a whole pass's pages in one 50 ms step
     k = seen["kdamond"]
-    # per 50 ms step, 5 copy ticks of 10 ms (one more when their times tie with it)
-    assert np.diff(k[:, 1]).max() <= rate * (0.05 + 0.01) + 1e-9
-    assert k[-1, 1] >= 1000 and np.count_nonzero(np.diff(k[:, 1])) > 50
+    # settled at each 100 ms aggregation: at most 1 s of copying in any 1 s (+ a batch)
+    per_s = k[20:, 1] - k[:-20, 1]
+    assert per_s.max() <= rate * 1.1 + 1e-9
+    assert k[-1, 1] >= 1000 and np.count_nonzero(np.diff(k[:, 1])) > 20
 
 
 def test_goal_tunes_the_cold_quota():

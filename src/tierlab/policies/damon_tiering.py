@@ -48,7 +48,8 @@ Kernel rules implemented (mm/damon/core.c, ops-common.c, paddr.c, samples/damon/
   isolates a region's folios and migrate_pages() copies them in the kdamond thread
   (MIGRATE_ASYNC: it skips pages it would wait for, but copies in the caller), one per
   context (mtier.c: a context per node), so a scheme's pages land at one thread's copy
-  speed (the machine's `migrate_bw`, scaled with `--scale`), and the context decides
+  speed (the machine's `migrate_bw`, scaled with `--scale`; what was copied is settled at
+  each aggregation, 100 ms, which costs no engine events), and the context decides
   its next scheme, or its next apply, only once the copy is done. The filter and the
   quota charge happen at the decision. The target's pages are allocated GFP_NOWAIT
   (__damon_pa_migrate_folio_list): no direct reclaim, but a target below its low
@@ -368,10 +369,10 @@ class DamonTiering(Policy):
             for s in self.schemes:
                 self._ctx.setdefault(s.src, Kdamond(self._next_apply)).schemes.append(s)
             # pages a second one kdamond copies: the machine's migrate_bw (a miniature's
-            # machine has it scaled already, as the engine's background mover)
+            # machine has it scaled already, as the engine's background mover); the
+            # copies are settled at each aggregation (no engine events of their own)
             self._copy_rate = sim.machine.migrate_bw / PAGE
-            self._tick = self.monitor.aggr_interval / 10
-            sim.every(self._tick, self._copy_tick)
+            self._copied_to = sim.now
         self.monitor.attach(sim)
         self.monitor.subscribe(self._on_aggregation)
         self.rng = sim.rng_for("damon-tiering")
@@ -379,6 +380,7 @@ class DamonTiering(Policy):
     # -- DAMOS -------------------------------------------------------------------
     def _on_aggregation(self, mon: Damon, now: float) -> None:
         if self._ctx:
+            self._copy(now)
             for ctx in self._ctx.values():  # a kdamond still copying applies nothing
                 if not ctx.queue and not ctx.todo and now + 1e-9 >= ctx.next_apply:
                     ctx.next_apply = now + self.apply
@@ -404,13 +406,15 @@ class DamonTiering(Policy):
             self._counts = {}
             self._apply_scheme(ctx.todo.pop(0), self.monitor, now)
 
-    def _copy_tick(self, now: float) -> None:
-        """Each kdamond copies its queued pages, in order, at one thread's speed;
-        pages the target refuses (its min watermark) fail at no copy time."""
+    def _copy(self, now: float) -> None:
+        """Each kdamond copies its queued pages, in order, at one thread's speed, for
+        the time since the last aggregation; pages the target refuses (its min
+        watermark) fail at no copy time."""
+        dt, self._copied_to = now - self._copied_to, now
         for ctx in self._ctx.values():
             if not ctx.queue and not ctx.todo:
                 continue
-            ctx.credit += self._copy_rate * self._tick
+            ctx.credit += self._copy_rate * dt
             while ctx.queue and ctx.credit >= 1:
                 s, pages = ctx.queue[0]
                 n = min(int(ctx.credit), pages.size)
@@ -548,7 +552,7 @@ class DamonTiering(Policy):
         if s.young_filter and pages.size:
             pages = self._young_filter(pages, s, now)
         mon.reset_age(np.asarray(apply_idx))
-        if self._ctx:  # its kdamond copies them from its next tick on
+        if self._ctx:  # its kdamond copies them from the next aggregation on
             if pages.size:
                 self._ctx[s.src].queue.append((s, pages))
             return
