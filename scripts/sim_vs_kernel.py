@@ -45,6 +45,8 @@ MIB = 2**20
 #: targets of the comparison: the hot pages' share on node 0 at every second after the
 #: first, and the promotion and demotion counters at the end
 HOT_GAP, COUNTER_GAP = 0.05, 0.15
+#: counters below this many pages (on the kernel's side) get no relative gap
+MIN_COUNT = 100
 #: the moving hot set: 3 windows of 64 MiB, the hot one moving every 10 s, 40 s
 MOVING = dict(windows=3, hot_mib=64, move_ms=10000, seconds=40)
 #: the replayed program: the repository's redis YCSB zipfian recording, 24 copies (366
@@ -373,7 +375,8 @@ def gaps(g: dict, s: dict) -> dict:
     for key in ("promoted", "demoted"):
         k, m = _step(g["ct"], g[key], tc), _step(s["t"], s[key], tc)
         out[key] = {"kernel": int(k), "sim": int(m),
-                    "gap": round((m - k) / k, 3) if k else (0.0 if m == 0 else None)}
+                    "gap": round((m - k) / k, 3) if k >= MIN_COUNT else
+                    (0.0 if m == k else None)}
     ok = out["hot_share"] <= HOT_GAP and all(
         out[k]["gap"] is not None and abs(out[k]["gap"]) <= COUNTER_GAP
         for k in ("promoted", "demoted"))
@@ -425,8 +428,9 @@ def summary(runs: list) -> dict:
         out[key] = {"kernel": int(round(km)), "kernel_min": int(kv.min()),
                     "kernel_max": int(kv.max()), "sim": int(round(sv.mean())),
                     "sim_min": int(sv.min()), "sim_max": int(sv.max()),
-                    "gap": round((sv.mean() - km) / km, 3) if km else
-                    (0.0 if sv.mean() == 0 else None),
+                    # a count of a few pages has no meaningful relative gap
+                    "gap": round((sv.mean() - km) / km, 3) if km >= MIN_COUNT else
+                    (0.0 if sv.mean() == km else None),
                     "kernel_spread": round((kv.max() - kv.min()) / km, 3) if km else None,
                     "inside": bool(kv.min() <= sv.mean() <= kv.max())}
     ok = out["hot_share"] <= HOT_GAP and all(
