@@ -290,24 +290,31 @@ def test_moves_keep_the_callers_priority_order_when_room_is_short():
     assert np.all(sim.mem.node[want] == 0)
 
 
-def test_linux_memory_counts_ranges_as_the_simulator_does():
-    """Policies call `sim.mem.range_counts` on either backend (damon-tiering's region
-    counts): the live page map's counts are the simulator's for the same placement."""
+def _both_memories(machine_name: str, n: int, rng, longest: int):
+    """The simulator's Memory and a LinuxMemory holding the same random placement (runs
+    of up to `longest` pages on a random node, or unallocated)."""
     from tierlab.engine.memory import Memory
     from tierlab.linux.backend import LinuxMemory
-    rng = np.random.default_rng(4)
-    n = 5000
-    machine = api.make_machine("optane-4tier")
+    machine = api.make_machine(machine_name)
     sim_mem = Memory(machine, n)
     live = LinuxMemory([n] * machine.nnodes, n)
     pos = 0
     while pos < n:
-        end = min(n, pos + int(rng.integers(1, 700)))
+        end = min(n, pos + int(rng.integers(1, longest)))
         node = int(rng.integers(0, machine.nnodes + 1))
         if node < machine.nnodes:
             sim_mem.place_range(pos, end, node)
             live.node[pos:end] = node
         pos = end
+    return sim_mem, live
+
+
+def test_linux_memory_counts_ranges_as_the_simulator_does():
+    """Policies call `sim.mem.range_counts` on either backend (damon-tiering's region
+    counts): the live page map's counts are the simulator's for the same placement."""
+    rng = np.random.default_rng(4)
+    n = 5000
+    sim_mem, live = _both_memories("optane-4tier", n, rng, 700)
     starts = rng.integers(0, n, 50)
     ends = np.minimum(starts + rng.integers(1, 3000, 50), n)
     np.testing.assert_array_equal(live.range_counts(starts, ends),
@@ -318,21 +325,9 @@ def test_linux_memory_finds_pages_on_a_node_as_the_simulator_does():
     """`sim.mem.pages_on` (damon-tiering takes a quota-split region's first pages with
     it) gives the live page map the simulator's pages for the same placement; the
     simulator's filters are refused by name."""
-    from tierlab.engine.memory import Memory
-    from tierlab.linux.backend import LinuxMemory
     rng = np.random.default_rng(5)
     n = 4000
-    machine = api.make_machine("optane-2tier")
-    sim_mem = Memory(machine, n)
-    live = LinuxMemory([n] * machine.nnodes, n)
-    pos = 0
-    while pos < n:
-        end = min(n, pos + int(rng.integers(1, 300)))
-        node = int(rng.integers(0, machine.nnodes + 1))
-        if node < machine.nnodes:
-            sim_mem.place_range(pos, end, node)
-            live.node[pos:end] = node
-        pos = end
+    sim_mem, live = _both_memories("optane-2tier", n, rng, 300)
     for start, limit, node in zip(rng.integers(0, n, 40), rng.integers(0, 2500, 40),
                                   rng.integers(0, 2, 40)):
         want = sim_mem.pages_on(int(node), int(start), int(limit))
