@@ -2,7 +2,8 @@
 (tests/guest: Linux 6.12 under QEMU, node 0 with the CPUs, node 1 CPU-less) and the same
 mechanism in the simulator on a machine that mirrors the guest.
 
-    .venv/bin/python scripts/sim_vs_kernel.py --out docs/sim-vs-kernel [--case NAME] [--repeats N]
+    .venv/bin/python scripts/sim_vs_kernel.py --out docs/sim-vs-kernel [--case NAME] \
+        [--repeats N] [--report-only]
 
 Cases (`--case`, repeatable; default all):
 - kernel-hotcold, kernel-moving, kernel-replay: Linux's NUMA-balancing tiering (mode 2,
@@ -18,8 +19,8 @@ Cases (`--case`, repeatable; default all):
 Every case uses one machine calibration: node 0's capacity is the guest's free memory
 before the workload, the kernel's watermarks, QEMU's HMAT latencies and bandwidths, the
 guest's copy speed, hint-fault and first-touch costs (`--migrate-bw`, `--hint-fault-us`,
-`--first-touch-us`); nothing is tuned per case. Writes README.md (one table of the gaps, then a section per case),
-CASE.png and data.json to --out.
+`--first-touch-us`); nothing is tuned per case. Writes README.md (one table of the gaps,
+then a section per case), CASE.png and data.json to --out.
 """
 from __future__ import annotations
 
@@ -103,10 +104,14 @@ def _boot(scenario: str, args: dict, timeout: int = 900):
     return run
 
 
+def _last(ts, t) -> int:
+    """Index of the last sample at or before t (-1 before any)."""
+    return int(np.searchsorted(ts, t + 1e-9)) - 1
+
+
 def _step(ts, ys, t):
     """The last sample at or before t (the first one before any)."""
-    i = int(np.searchsorted(ts, t + 1e-9)) - 1
-    return ys[max(i, 0)] if len(ys) else float("nan")
+    return ys[max(_last(ts, t), 0)] if len(ys) else float("nan")
 
 
 #: a guest sample older than this (s) does not say where the pages are now: the sampler
@@ -116,7 +121,7 @@ FRESH_S = 1.0
 
 def _fresh(ts, ys, t):
     """The last sample at or before t if it is at most FRESH_S old, else NaN."""
-    i = int(np.searchsorted(ts, t + 1e-9)) - 1
+    i = _last(ts, t)
     return ys[i] if i >= 0 and t - ts[i] <= FRESH_S + 1e-9 else float("nan")
 
 
@@ -204,10 +209,11 @@ def guest_machine(g: dict, watermarks: bool = True, migrate_bw: float = 1.5e9,
     initramfs hold the rest), node 1 = the CPU-less node below it on the demotion path;
     the kernel's watermarks as fractions of node 0's modelled capacity; `migrate_bw` the
     copy speed of one migrating thread, `hint_fault_s` the cost of one NUMA hint fault
-    to the faulting thread, `first_touch_s` that of a page's first touch. An access costs the guest the same on both nodes: QEMU's
-    TCG emulates both in the host's memory (the HMAT's 100/300 ns and 20/5 GB/s only
-    tell the kernel which tier is which), so both tiers get HMAT's node 0 figures and
-    the workload's own per-op cost carries the measured op rate."""
+    to the faulting thread, `first_touch_s` that of a page's first touch. An access
+    costs the guest the same on both nodes: QEMU's TCG emulates both in the host's
+    memory (the HMAT's 100/300 ns and 20/5 GB/s only tell the kernel which tier is
+    which), so both tiers get HMAT's node 0 figures and the workload's own per-op cost
+    carries the measured op rate."""
     free0 = g["sizes"]["node0_free_mib"] * MIB
     if g["case"].startswith("exec-"):
         # tierlab exec's own process (interpreter, numpy: ~110 MiB) holds node 0 beside
@@ -377,11 +383,18 @@ def gaps(g: dict, s: dict) -> dict:
         out[key] = {"kernel": int(k), "sim": int(m),
                     "gap": round((m - k) / k, 3) if k >= MIN_COUNT else
                     (0.0 if m == k else None)}
-    ok = out["hot_share"] <= HOT_GAP and all(
-        out[k]["gap"] is not None and abs(out[k]["gap"]) <= COUNTER_GAP
-        for k in ("promoted", "demoted"))
-    out["verdict"] = "agrees" if ok else "misses"
+    out["verdict"] = "agrees" if _meets(out) else "misses"
     return out
+
+
+def _within(c: dict) -> bool:
+    """A counter's gap is known and within COUNTER_GAP."""
+    return c["gap"] is not None and abs(c["gap"]) <= COUNTER_GAP
+
+
+def _meets(g: dict) -> bool:
+    """The targets: the hot share within HOT_GAP, both counters within COUNTER_GAP."""
+    return g["hot_share"] <= HOT_GAP and _within(g["promoted"]) and _within(g["demoted"])
 
 
 def _seconds(curves: list) -> np.ndarray:
@@ -409,10 +422,8 @@ def summary(runs: list) -> dict:
     sc = [(r["sim"]["t"], r["sim"]["hot_fast"]) for r in runs]
     secs = _seconds(kc + sc)
     k, m = _at(kc, secs, _fresh), _at(sc, secs).mean(axis=0)
-    seen = np.isfinite(k).sum(axis=0)  # the kernel's runs with a fresh sample
-    both = seen >= 2
-    lo = np.where(seen > 0, np.nanmin(np.where(np.isfinite(k), k, np.inf), axis=0), np.nan)
-    hi = np.where(seen > 0, np.nanmax(np.where(np.isfinite(k), k, -np.inf), axis=0), np.nan)
+    both = np.isfinite(k).sum(axis=0) >= 2  # two of the kernel's runs have a fresh sample
+    lo, hi = np.fmin.reduce(k, axis=0), np.fmax.reduce(k, axis=0)  # NaN only if all are
     out_of = np.maximum(np.maximum(lo - m, 0), np.maximum(m - hi, 0))
     out = {"repeats": n,
            "hot_share": round(float(np.mean([r["gaps"]["hot_share"] for r in runs])), 3),
@@ -433,14 +444,10 @@ def summary(runs: list) -> dict:
                     (0.0 if sv.mean() == km else None),
                     "kernel_spread": round((kv.max() - kv.min()) / km, 3) if km else None,
                     "inside": bool(kv.min() <= sv.mean() <= kv.max())}
-    ok = out["hot_share"] <= HOT_GAP and all(
-        out[c]["gap"] is not None and abs(out[c]["gap"]) <= COUNTER_GAP
-        for c in ("promoted", "demoted"))
     spread = n > 1 and out["hot_outside"] is not None and out["hot_outside"] <= HOT_GAP \
-        and all(out[c]["inside"] or (out[c]["gap"] is not None
-                                     and abs(out[c]["gap"]) <= COUNTER_GAP)
-                for c in ("promoted", "demoted"))
-    out["verdict"] = "agrees" if ok else "within the kernel's spread" if spread else "misses"
+        and all(out[c]["inside"] or _within(out[c]) for c in ("promoted", "demoted"))
+    out["verdict"] = ("agrees" if _meets(out) else "within the kernel's spread" if spread
+                      else "misses")
     return out
 
 
@@ -523,8 +530,9 @@ def report(results: dict, out: Path, calib: dict) -> None:
                     f"{sm['repeats']} | {num(sm['hot_share'])} | "
                     f"{num(sm['kernel_hot_spread'])} | {num(sm['hot_outside'])} | "
                     f"{_cell(sm['promoted'])} | {_cell(sm['demoted'])} | {sm['verdict']} |")
-        made = (f"guests at {', '.join(sorted({x['guest'].get('commit', '?') for x in runs}))}"
-                f", simulations at {', '.join(sorted({x['sim'].get('commit', '?') for x in runs}))}")
+        def commits(side):
+            return ", ".join(sorted({x[side].get("commit", "?") for x in runs}))
+        made = f"guests at {commits('guest')}, simulations at {commits('sim')}"
         rates = ", ".join(f"{x['guest']['ops_per_s']:.3g}" for x in runs)
         logs = ", ".join(f"`{Path(x['guest']['log']).name}`" for x in runs)
         at = ", ".join(f"{x['gaps']['at']}" for x in runs)
@@ -555,10 +563,11 @@ Every case ran N times, each run in a fresh guest beside its own simulation (cal
 from that run); the table gives the mean of the runs' largest hot-share gaps, the
 largest gap between two of the kernel's own runs, how far the simulator's mean curve
 leaves the band of the kernel's runs, and each counter's mean over the runs with the
-kernel's range. A second whose last guest sample is older than {FRESH_S:g} s is not compared
-(the guest's sampler stalls while a kdamond migrates). A case is *within the kernel's spread* when it misses the targets by
-no more than the kernel disagrees with itself: both counters inside the kernel's range
-(or within {100 * COUNTER_GAP:.0f}%) and the hot share within {HOT_GAP} of the kernel's band.
+kernel's range. A second whose last guest sample is older than {FRESH_S:g} s is not
+compared (the guest's sampler stalls while a kdamond migrates). A case is *within the
+kernel's spread* when it misses the targets by no more than the kernel disagrees with
+itself: both counters inside the kernel's range (or within {100 * COUNTER_GAP:.0f}%) and the hot
+share within {HOT_GAP} of the kernel's band.
 
 **Guest**: Debian's 6.12 kernel in QEMU (TCG, one host thread for both vCPUs), node 0
 with the 2 CPUs and 512 MiB, node 1 CPU-less with 1 GiB in a lower tier (HMAT). **One
