@@ -7,6 +7,7 @@ static < policy <= oracle on gups:hotset at small scale.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -21,6 +22,7 @@ from tierlab.monitors.hint_faults import NumaScanner, ScheduledHintFaults
 from tierlab.monitors.pte_scan import PteScan
 from tierlab.policies.autonuma import (AutoNumaTiering, MIN_NR_GENS, cpu_node, promo_wmark,
                                        toptier_nodes)
+from tierlab.runs import make_machine
 from tierlab.units import PAGE
 
 from test_engine import assert_same_runs, check_invariants, fused_and_apart
@@ -165,6 +167,40 @@ def test_scan_period_adaptation_rules():
     sc.account(local=9, remote=1, shared=10, failed=1)  # a failed migration: double
     sc.end_pass(0.0)
     assert sc.period == pytest.approx(sc.scan_max())  # clamped at task_scan_max
+
+
+def test_scan_overhead_cap_spaces_steps_by_32x_their_cost():
+    """task_numa_work's 3% cap: the scanning thread waits 2 ticks + 32 x the step's own
+    runtime more; T threads take turns; the cost is read at full scale."""
+    sim = started("autonuma-tiering", scale=1 / 64, workload="gups:hotset,threads=1")
+    sc = sim.policy.scanner
+    sc.period = 0.1
+    assert sc.gap(1e-3) == pytest.approx(0.1 + 0.008 + 32 * 64e-3)  # 1 ms at 1/64
+    assert sc.gap(0.0) == pytest.approx(0.108)
+    sim8 = started("autonuma-tiering", scale=1 / 64, workload="gups:hotset,threads=8")
+    sc8 = sim8.policy.scanner
+    sc8.period = 0.1
+    assert sc8.gap(1e-3) == pytest.approx((0.108 + 32 * 64e-3) / 8)
+    assert sc8.gap(1e-6) == pytest.approx(0.1)  # cheap steps: the period binds
+    off = started("autonuma-tiering:overhead_cap=no", scale=1 / 64,
+                  workload="gups:hotset,threads=1").policy.scanner
+    off.period = 0.1
+    assert off.gap(1e-3) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("policy", ["autonuma-tiering", "tiering-0.8"])
+def test_scan_overhead_cap_slows_a_one_thread_scan(policy):
+    """End to end: one thread whose scan steps are dear scans fewer steps than without
+    the cap, as many as the cap allows."""
+    machine = dataclasses.replace(make_machine("optane-2tier", SCALE), pte_walk_s=2e-6,
+                                  pte_update_s=5e-6)
+    steps = {}
+    for cap in ("yes", "no"):
+        rec = tierlab.api.run(machine=machine, workload="gups:hotset,threads=1,updates=4e8",
+                              policy=f"{policy}:overhead_cap={cap}", alloc="pm-preferred",
+                              scale=SCALE, seed=0)
+        steps[cap] = rec["policy_stats"]["scan_steps"]
+    assert 0 < steps["yes"] < 0.7 * steps["no"]
 
 
 def test_hint_fault_monitor_runs_alone_and_charges():

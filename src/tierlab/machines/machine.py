@@ -114,6 +114,8 @@ class Machine:
     touching thread, for pages a workload allocates after it starts (its first change,
     the set-up, is free). 0 by default: the cost is the same under every placement, so
     it only dilutes a comparison; the test guest's TCG takes ~32 us (docs/linux.md).
+    pte_walk_s, pte_update_s: NUMA balancing's scan (task_numa_work) per PTE walked and
+    per PTE made PROT_NONE (20 ns and 50 ns, choices: monitors/hint_faults.py).
     cores_per_socket: for deciding whether background threads steal app CPU.
     """
 
@@ -126,6 +128,8 @@ class Machine:
     tlb_shootdown_s: float = 5e-6
     hint_fault_s: float = 1.5e-6
     first_touch_s: float = 0.0
+    pte_walk_s: float = 20e-9
+    pte_update_s: float = 50e-9
     cores_per_socket: float = 24
     description: str = ""
     #: min, low, high watermarks as fractions of each node (engine/memory.py). Linux
@@ -160,7 +164,8 @@ class Machine:
         self.migrate_bw = parse_number(self.migrate_bw, "migrate_bw", lo=0.0, lo_open=True)
         self.cores_per_socket = parse_number(self.cores_per_socket, "cores_per_socket",
                                              lo=0.0, lo_open=True)
-        for k in ("tlb_shootdown_s", "hint_fault_s", "first_touch_s"):
+        for k in COST_KEYS:
+            k += "_s"
             setattr(self, k, parse_number(getattr(self, k), k[:-2], lo=0.0, hi=1.0))
         if isinstance(self.demotion, (str, bytes)) or not hasattr(self.demotion, "__iter__"):
             raise TierlabError(f"bad demotion {self.demotion!r}: expected a list of node "
@@ -240,11 +245,13 @@ class Machine:
         return f"{self.name}: " + ", ".join(parts)
 
 
+#: mechanism costs, durations: the TOML key, and the Machine field with `_s`
+COST_KEYS = ("tlb_shootdown", "hint_fault", "first_touch", "pte_walk", "pte_update")
 TIER_KEYS = ("name", "kind", "capacity", "read_lat_ns", "write_lat_ns", "read_bw",
              "write_bw", "socket", "has_cpus")
 MACHINE_KEYS = ("name", "description", "cpu_socket", "cores_per_socket",
                 "remote_lat_factor", "migrate_bw", "tlb_shootdown", "hint_fault", "first_touch",
-                "demotion", "watermarks", "antagonist")
+                "pte_walk", "pte_update", "demotion", "watermarks", "antagonist")
 
 
 def parse_antagonist(value, names: list[str]) -> dict:
@@ -341,7 +348,7 @@ def machine_from_dict(d: dict, source: str) -> Machine:
             raise TierlabError(f"bad machine name {m['name']!r}: expected a string")
         if "migrate_bw" in m:
             kw["migrate_bw"] = float(parse_size(m["migrate_bw"], "migrate_bw"))
-        for k in ("tlb_shootdown", "hint_fault", "first_touch"):
+        for k in COST_KEYS:
             if k in m:
                 kw[k + "_s"] = parse_duration(m[k], k)
         if "watermarks" in m:

@@ -20,6 +20,15 @@ against the sources, see each method):
   windows). The sysctls numa_balancing_scan_period_min/max_ms (1 s / 60 s) are thus the
   time of a whole pass, floored at 2.56 GB/s of scanning. It starts at min
   (task_scan_start without a NUMA group) after numa_balancing_scan_delay_ms (1 s).
+- Overhead cap (task_numa_work, task_tick_numa): a thread runs the scan only when its
+  runtime passes node_stamp + period, and the thread that scanned adds 2 ticks and 32 x
+  the scan's own runtime to its node_stamp ("Make sure tasks use at least 32x as much
+  time to run other code than they used here, to limit NUMA PTE scanning overhead to 3%
+  max"). With T busy threads taking turns, the next step is thus not before
+  max(period, (period + 2 tick + 32 c) / T) after this one, c = the step's cost (its
+  PTEs and TLB flush) at full scale; `tick` is 1/HZ (Debian's kernels: HZ=250, 4 ms).
+  `overhead_cap=no` drops the rule. It binds where few threads scan much: one thread
+  and a 256 MB step of 4.6 ms wait 100 + 8 + 147 ms, not 100 ms.
 - Adaptation (update_task_scan_period, once per pass, only if some fault was counted
   since the last update, as task_numa_placement runs from task_numa_fault): if no local
   and no shared faults, or a migration failed, the period doubles (up to max); else with
@@ -41,8 +50,9 @@ time; scan steps, 100 ms to 60 s apart, run at the first poll after they are due
 
 Costs (choices, documented here): each fault stalls the faulting thread
 `machine.hint_fault_s` (1.5 us, `sim.stall`); the scanner is charged as monitor CPU,
-`pte_walk_cost` (20 ns) per present PTE walked plus `pte_update_cost` (50 ns) per PTE
-made PROT_NONE (ptep_modify_prot_start/commit and the folio checks), and each step that
+`pte_walk_cost` per present PTE walked plus `pte_update_cost` per PTE made PROT_NONE
+(ptep_modify_prot_start/commit and the folio checks), by default the machine's
+`pte_walk` (20 ns) and `pte_update` (50 ns), and each step that
 changed PTEs costs one TLB flush of the range (flush_tlb_range: one shootdown,
 `machine.tlb_shootdown_s`, stalling every application thread). In Linux the scan runs
 in the task's own context (task_work on return to user space), so strictly it is
@@ -52,7 +62,9 @@ Assumptions where the sources are silent or the model is coarser: the workload i
 VMA spanning its address space (holes = unallocated pages, no PTEs); migrating an armed
 page does not clear its PROT_NONE (Linux restores the VMA protection on migration; the
 difference is one missed fault); the NUMA-group scaling of the period (task_scan_start
-with shared faults) and vma_is_accessed filtering are not modelled.
+with shared faults) is not modelled. vma_is_accessed (skip a VMA whose faults in the
+last 4-8 s came from other threads) changes nothing for one VMA: task_numa_work forces
+the scan of a skipped VMA when no other is left (vma_pids_forced).
 """
 from __future__ import annotations
 
@@ -440,6 +452,31 @@ def make_hint_faults(source, rng, fault_cost=None, npages=None,
     return _PlainHintFaults(source, rng, fault_cost, npages)
 
 
+#: 1/HZ: Debian's kernels are built with HZ=250
+TICK_S = 0.004
+
+
+def capped_gap(sim, period: float, cost: float, tick_s: float = TICK_S) -> float:
+    """The time from a scan step that cost its thread `cost` seconds to the next step
+    under task_numa_work's overhead cap (module docstring): max(period, (period + 2
+    ticks + 32 cost) / threads). The cost is taken at full scale (a `--scale F`
+    miniature's steps are F times smaller), so a miniature scans at full scale's pace;
+    threads are the workload's real ones (`sim.app_threads`)."""
+    full = cost / float(getattr(sim, "scale", 1.0) or 1.0)
+    threads = max(int(getattr(sim, "app_threads", 1) or 1), 1)
+    return max(period, (period + 2 * tick_s + 32 * full) / threads)
+
+
+def _cost(value, what: str) -> float | None:
+    """A per-PTE cost: a duration, or "machine" (None: the machine's figure)."""
+    if str(value).strip().lower() == "machine":
+        return None
+    x = parse_duration(value, what)
+    if x < 0:
+        raise TierlabError(f"bad {what} {value!r}: must be >= 0 (or machine)")
+    return x
+
+
 def _threads(sim) -> float:
     """The application's effective thread count (`sim.threads`: threads x scale)."""
     return float(getattr(sim, "threads", sim.workload.threads))
@@ -455,10 +492,12 @@ class NumaScanner(Monitor):
 
     def __init__(self, scan_size="256MiB", scan_period_min="1s", scan_period_max="60s",
                  scan_delay="1s", poll="50ms", skip_nodes="", adapt="1",
-                 pte_walk_cost="20ns", pte_update_cost="50ns"):
+                 pte_walk_cost="machine", pte_update_cost="machine", overhead_cap="1",
+                 tick="4ms"):
         super().__init__(scan_size=scan_size, scan_period_min=scan_period_min,
                          scan_period_max=scan_period_max, scan_delay=scan_delay, poll=poll,
-                         skip_nodes=skip_nodes, adapt=adapt)
+                         skip_nodes=skip_nodes, adapt=adapt, overhead_cap=overhead_cap,
+                         tick=tick)
         self.scan_bytes = parse_size(scan_size, "numa scan_size")
         self.scan_pages = max(self.scan_bytes // PAGE, 1)
         self.period_min = parse_duration(scan_period_min, "numa scan_period_min")
@@ -471,8 +510,13 @@ class NumaScanner(Monitor):
                                "0 < scan_period_min <= scan_period_max")
         self.skip_nodes = parse_nodes(skip_nodes, "hint-faults skip_nodes")
         self.adapt = parse_flag(adapt, "hint-faults adapt")
-        self.pte_walk_cost = parse_duration(pte_walk_cost, "pte_walk_cost")
-        self.pte_update_cost = parse_duration(pte_update_cost, "pte_update_cost")
+        #: None: the machine's (Machine.pte_walk_s, pte_update_s), set at attach
+        self.pte_walk_cost = _cost(pte_walk_cost, "pte_walk_cost")
+        self.pte_update_cost = _cost(pte_update_cost, "pte_update_cost")
+        self.overhead_cap = parse_flag(overhead_cap, "hint-faults overhead_cap")
+        self.tick_s = parse_duration(tick, "hint-faults tick")
+        if self.tick_s < 0:
+            raise TierlabError(f"bad hint-faults tick {tick!r}: must be >= 0")
         self._subs = []
         self.period = None
         self.cursor = 0
@@ -494,6 +538,10 @@ class NumaScanner(Monitor):
         # number of windows, the periods and the per-page scan rate match full scale
         scaled = getattr(sim, "scaled_bytes", lambda b: b)
         self.scan_pages = max(int(scaled(self.scan_bytes)) // PAGE, 1)
+        if self.pte_walk_cost is None:
+            self.pte_walk_cost = sim.machine.pte_walk_s
+        if self.pte_update_cost is None:
+            self.pte_update_cost = sim.machine.pte_update_s
         self.hf = make_hint_faults(sim.source, sim.rng_for("hint-faults"),
                                    fault_cost=sim.machine.hint_fault_s, npages=sim.mem.npages,
                                    current_work=lambda: sim.work)
@@ -555,8 +603,14 @@ class NumaScanner(Monitor):
             if self.period is None:
                 self.period = self.scan_min()  # task_scan_start (no NUMA group)
             self.period = min(max(self.period, self.scan_min()), self.scan_max())
-            self.scan_step(now)
-            self.next_scan = max(self.next_scan + self.period, now - self.poll_s)
+            cost = self.scan_step(now)
+            self.next_scan = max(self.next_scan + self.gap(cost), now - self.poll_s)
+
+    def gap(self, cost: float) -> float:
+        """Seconds from a step that cost the scanning thread `cost` to the next step."""
+        if not self.overhead_cap:
+            return self.period
+        return capped_gap(self.sim, self.period, cost, self.tick_s)
 
     def deliver(self, now: float) -> None:
         pages, times, lat = self.hf.poll(now)
@@ -568,9 +622,10 @@ class NumaScanner(Monitor):
             if always or len(pages):
                 fn(pages, times, lat, now)
 
-    def scan_step(self, now: float) -> None:
+    def scan_step(self, now: float) -> float:
         """One task_numa_work: PROT_NONE the next scan_size with updates (at most 8 x
-        scan_size of address space), from the cursor."""
+        scan_size of address space), from the cursor. Returns what it cost the scanning
+        thread (seconds: its PTEs and its TLB flush)."""
         sim = self.sim
         mem = sim.mem
         n = mem.npages
@@ -606,6 +661,7 @@ class NumaScanner(Monitor):
             pos = 0
             self.end_pass(now)
         self.cursor = pos
+        return cpu + flushes * sim.machine.tlb_shootdown_s
 
     def end_pass(self, now: float) -> None:
         """numa_scan_seq++: adapt the period (update_task_scan_period)."""

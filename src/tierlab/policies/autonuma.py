@@ -209,13 +209,13 @@ class NumaBalancingBase(Policy):
     every_poll = False
 
     def __init__(self, scan_size="256MiB", scan_period_min="1s", scan_period_max="60s",
-                 scan_delay="1s", poll="50ms", toptier="cpu", **params):
+                 scan_delay="1s", poll="50ms", toptier="cpu", overhead_cap="yes", **params):
         super().__init__(scan_size=scan_size, scan_period_min=scan_period_min,
                          scan_period_max=scan_period_max, scan_delay=scan_delay, poll=poll,
-                         toptier=toptier, **params)
+                         toptier=toptier, overhead_cap=overhead_cap, **params)
         self.scanner = NumaScanner(scan_size=scan_size, scan_period_min=scan_period_min,
                                    scan_period_max=scan_period_max, scan_delay=scan_delay,
-                                   poll=poll)
+                                   poll=poll, overhead_cap=overhead_cap)
         self.toptier = str(toptier)
         if self.toptier.strip().lower() not in ("cpu", "dram"):
             raise TierlabError(f"bad toptier {toptier!r}; valid: cpu, dram")
@@ -283,10 +283,10 @@ class AutoNuma(NumaBalancingBase):
     skip = "none"
 
     def __init__(self, scan_size="256MiB", scan_period_min="1s", scan_period_max="60s",
-                 scan_delay="1s", poll="50ms", two_fault="kernel"):
+                 scan_delay="1s", poll="50ms", two_fault="kernel", overhead_cap="yes"):
         super().__init__(scan_size=scan_size, scan_period_min=scan_period_min,
                          scan_period_max=scan_period_max, scan_delay=scan_delay, poll=poll,
-                         toptier="cpu", two_fault=two_fault)
+                         toptier="cpu", two_fault=two_fault, overhead_cap=overhead_cap)
         self.two_fault = str(two_fault).strip().lower()
         if self.two_fault not in ("kernel", "strict"):
             raise TierlabError(f"bad two_fault {two_fault!r}; valid: kernel, strict")
@@ -364,10 +364,11 @@ class AutoNumaTiering(NumaBalancingBase):
 
     def __init__(self, hot_threshold="1000ms", rate_limit_mbps="65536", adjust="1",
                  enough_floor="1GiB", toptier="cpu", scan_size="256MiB",
-                 scan_period_min="1s", scan_period_max="60s", scan_delay="1s", poll="50ms"):
+                 scan_period_min="1s", scan_period_max="60s", scan_delay="1s", poll="50ms",
+                 overhead_cap="yes"):
         super().__init__(scan_size=scan_size, scan_period_min=scan_period_min,
                          scan_period_max=scan_period_max, scan_delay=scan_delay, poll=poll,
-                         toptier=toptier, hot_threshold=hot_threshold,
+                         toptier=toptier, overhead_cap=overhead_cap, hot_threshold=hot_threshold,
                          rate_limit_mbps=rate_limit_mbps, adjust=adjust,
                          enough_floor=enough_floor)
         self.hot_threshold = parse_duration(hot_threshold, "hot_threshold")

@@ -145,13 +145,16 @@ class AutoTiering(Policy):
 
     def __init__(self, mode="opm", variant=None, background="yes", reserve="16/cpu",
                  history="8", scan_size=None, scan_period_min="1s", scan_period_max=None,
-                 scan_delay="1s", adapt_period="yes", poll="250ms", refresh="1s"):
+                 scan_delay="1s", adapt_period="yes", poll="250ms", refresh="1s",
+                 overhead_cap="yes"):
         if variant is not None:
             mode = variant
         super().__init__(mode=mode, background=background, reserve=reserve, history=history,
                          scan_size=scan_size, scan_period_min=scan_period_min,
                          scan_period_max=scan_period_max, scan_delay=scan_delay,
-                         adapt_period=adapt_period, poll=poll, refresh=refresh)
+                         adapt_period=adapt_period, poll=poll, refresh=refresh,
+                         overhead_cap=overhead_cap)
+        self.overhead_cap = parse_flag(overhead_cap, "autotiering overhead_cap")
         m = str(mode).strip().lower()
         if m not in MODES:
             raise TierlabError(f"bad autotiering mode {mode!r}; valid: {', '.join(MODES)}")
@@ -208,7 +211,8 @@ class AutoTiering(Policy):
                                    scan_size=self.scan_size, period_min=self.scan_period_min,
                                    period_max=self.scan_period_max, scan_delay=self.scan_delay,
                                    poll=self.poll, adapt=self.adapt_period,
-                                   on_scan=self._on_scan, lazy=[self.cpu])
+                                   on_scan=self._on_scan, lazy=[self.cpu],
+                                   overhead_cap=self.overhead_cap)
         kind, val = self.reserve_spec
         cap = int(sim.mem.capacity[self.cpu])
         if kind == "per_cpu":  # promote_area[type][cpu]: a pool per CPU that faults

@@ -38,9 +38,12 @@ Sources (facts; the code follows them, nothing is copied):
   skipping ranges without updates up to 8x the budget; the per-step period lies in
   [max(100 ms floor, scan_period_min / windows), max(that, scan_period_max / windows)],
   windows = RSS / scan size, period_min 1 s, period_max 60 s, first scan after
-  scan_delay (1 s); once per full pass update_task_scan_period doubles the period when a
-  migration failed or no faults were seen, else moves it by (ratio - 7)/10 of itself
-  with ratio = 10 x max(local, private) faults / all faults (below 7: faster).
+  scan_delay (1 s); the next step waits for the 3% overhead cap (32 x a step's cost
+  shared by the threads, monitors/hint_faults.py `capped_gap`, task_numa_work's
+  node_stamp, in 5.15 as in 6.12); once per full pass update_task_scan_period doubles
+  the period when a migration failed or no faults were seen, else moves it by
+  (ratio - 7)/10 of itself with ratio = 10 x max(local, private) faults / all faults
+  (below 7: faster).
 
 What Tiering-0.8 adds over upstream numa_balancing=2 (5.18-6.x) in this model: the
 30 MiB/s rate limit of its setup (upstream's default, 65536 MB/s, is unlimited), the
@@ -98,7 +101,7 @@ from ..engine.memory import UNALLOC
 from ..errors import TierlabError
 from ..field import uniq
 from ..monitors.base import Monitor, backend_of
-from ..monitors.hint_faults import make_hint_faults
+from ..monitors.hint_faults import capped_gap, make_hint_faults
 from ..monitors.primitives import PTE_CHECK_SECONDS
 from ..params import parse_flag
 from ..units import PAGE, parse_duration, parse_size
@@ -199,7 +202,7 @@ class NumaScanner(Monitor):
     def __init__(self, sim, name: str, eligible, *, scan_size: int = 256 << 20,
                  period_min: float = 1.0, period_max: float = 60.0, scan_delay: float = 1.0,
                  poll: float = 0.25, adapt: bool = True, on_scan=None, lazy=(),
-                 pte_cost: float = PTE_CHECK_SECONDS):
+                 pte_cost: float = PTE_CHECK_SECONDS, overhead_cap: bool = True):
         sim = backend_of(sim)
         self.sim = sim
         self.rng = sim.rng_for(name)
@@ -218,6 +221,7 @@ class NumaScanner(Monitor):
         self.period_min, self.period_max = float(period_min), float(period_max)
         self.poll_period = float(poll)
         self.adapt = bool(adapt)
+        self.overhead_cap = bool(overhead_cap)
         self.on_scan = on_scan
         self.pte_cost = float(pte_cost)
         self.fault_cost = float(sim.machine.hint_fault_s)
@@ -345,7 +349,8 @@ class NumaScanner(Monitor):
                 keep_windows.append(_Lazy(lw.pages[keep], lw.t_arm))
         self.lazy_windows = keep_windows
 
-    def _step(self, now: float) -> None:
+    def _step(self, now: float) -> float:
+        """One scan step; returns what it cost the scanning thread (seconds)."""
         sim = self.sim
         mem = sim.mem
         n = mem.npages
@@ -371,6 +376,7 @@ class NumaScanner(Monitor):
         self.scanned_pages += len(idx)
         self.steps += 1
         self.hand = end
+        return len(idx) * self.pte_cost + (sim.machine.tlb_shootdown_s if len(fresh) else 0.0)
 
     def _scan_range(self, start: int, end: int):
         """The eligible pages a step walks from `start` (with whether each is armed, and
@@ -420,8 +426,9 @@ class NumaScanner(Monitor):
         eps = 1e-9 * max(1.0, now)
         while now + eps >= self.next_step:  # every step due since the last tick, now
             due = self.next_step
-            self._step(now)
-            self.next_step = due + self.period
+            cost = self._step(now)
+            self.next_step = due + (capped_gap(self.sim, self.period, cost)
+                                    if self.overhead_cap else self.period)
         return pages, times, lat
 
     def stats(self) -> dict:
@@ -466,14 +473,16 @@ class Tiering08(Policy):
                  kswapd_early="yes", scan_demoted="yes", demoted_threshold="16MiB",
                  adjust_threshold="yes", enough_min="0", async_promote="no",
                  scan_size="256MiB", scan_period_min="1s", scan_period_max="60s",
-                 scan_delay="1s", adapt_period="yes", poll="250ms"):
+                 scan_delay="1s", adapt_period="yes", poll="250ms", overhead_cap="yes"):
         super().__init__(hot_threshold=hot_threshold, rate_limit=rate_limit,
                          promote_wmark=promote_wmark, kswapd_early=kswapd_early,
                          scan_demoted=scan_demoted, demoted_threshold=demoted_threshold,
                          adjust_threshold=adjust_threshold, enough_min=enough_min,
                          async_promote=async_promote, scan_size=scan_size,
                          scan_period_min=scan_period_min, scan_period_max=scan_period_max,
-                         scan_delay=scan_delay, adapt_period=adapt_period, poll=poll)
+                         scan_delay=scan_delay, adapt_period=adapt_period, poll=poll,
+                         overhead_cap=overhead_cap)
+        self.overhead_cap = parse_flag(overhead_cap, "tiering-0.8 overhead_cap")
         self.ref_th = _pos_duration(hot_threshold, "tiering-0.8 hot_threshold")
         self.rate_limit = _pos_size(rate_limit, "tiering-0.8 rate_limit (bytes/s)",
                                     allow_zero=True)
@@ -517,7 +526,7 @@ class Tiering08(Policy):
                                    period_min=self.scan_period_min,
                                    period_max=self.scan_period_max,
                                    scan_delay=self.scan_delay, poll=self.poll,
-                                   adapt=self.adapt_period)
+                                   adapt=self.adapt_period, overhead_cap=self.overhead_cap)
         self.th = self.ref_th
         self.unit = self.ref_th * 2 / 16
         # byte-denominated knobs are full-scale values: the miniature's are x scale

@@ -50,10 +50,11 @@ class Tpp(NumaBalancingBase):
 
     def __init__(self, demote_scale_factor="200", arm_demoted="1",
                  toptier="cpu", scan_size="256MiB", scan_period_min="1s",
-                 scan_period_max="60s", scan_delay="1s", poll="50ms"):
+                 scan_period_max="60s", scan_delay="1s", poll="50ms", overhead_cap="yes"):
         super().__init__(scan_size=scan_size, scan_period_min=scan_period_min,
                          scan_period_max=scan_period_max, scan_delay=scan_delay, poll=poll,
-                         toptier=toptier, demote_scale_factor=demote_scale_factor,
+                         toptier=toptier, overhead_cap=overhead_cap,
+                         demote_scale_factor=demote_scale_factor,
                          arm_demoted=arm_demoted)
         self.demote_scale_factor = parse_int(
             demote_scale_factor, "tpp demote_scale_factor (parts of 10,000)", 1, 10000)
