@@ -18,8 +18,8 @@ Cases (`--case`, repeatable; default all):
 
 Every case uses one machine calibration: node 0's capacity is the guest's free memory
 before the workload, the kernel's watermarks, QEMU's HMAT latencies and bandwidths, the
-guest's copy speed, hint-fault and first-touch costs (`--migrate-bw`, `--hint-fault-us`,
-`--first-touch-us`); nothing is tuned per case. Writes README.md (one table of the gaps,
+guest's copy speed, hint-fault, first-touch and PTE-scan costs (`--migrate-bw`,
+`--hint-fault-us`, `--first-touch-us`, `--pte-ns`); nothing is tuned per case. Writes README.md (one table of the gaps,
 then a section per case), CASE.png and data.json to --out.
 """
 from __future__ import annotations
@@ -54,13 +54,16 @@ MOVING = dict(windows=3, hot_mib=64, move_ms=10000, seconds=40)
 #: MiB touched against node 0's ~310 MiB free), 50,000 accesses a copy per window
 REPLAY = dict(trace="redis-ycsb-zipfian", copies=24, per_window=50000, hot_pages=9000,
               seconds=120)
-#: the guest's calibration, the --migrate-bw, --hint-fault-us and --first-touch-us
-#: defaults: one migrating thread's copy speed (MiB/s: tierlab exec in tests/guest moved
+#: the guest's calibration, the --migrate-bw, --hint-fault-us, --first-touch-us and
+#: --pte-ns defaults: one migrating thread's copy speed (MiB/s: tierlab exec in tests/guest moved
 #: 77,807 pages in 5.9 s of migration CPU), a NUMA hint fault's cost (us: TCG runs the
 #: kernel ~10-30x slower than hardware's 1-2 us) and a page's first touch (us: the median
 #: of hotcold's fill time per page over 46 guest runs, 11-54 us, 2026-12-05/06: its
-#: `ready` event's fill_s over its pages)
-MIGRATE_BW_MIB, HINT_FAULT_US, FIRST_TOUCH_US = 51.0, 10.0, 32.0
+#: `ready` event's fill_s over its pages) and a PTE's change of protection (ns: the median
+#: of 7 smoke runs' mprotect over 64 MiB of present PTEs, 136-195 ns, 2026-12-06: the
+#: change_protection walk NUMA balancing's scan does; split between the walk and the
+#: update as the simulator's defaults are, 20:50, `pte_costs`)
+MIGRATE_BW_MIB, HINT_FAULT_US, FIRST_TOUCH_US, PTE_NS = 51.0, 10.0, 32.0, 144.0
 DAMON = dict(sample="5ms", aggr="100ms", update="1s", min_nr_regions=10,
              max_nr_regions=1000, quota="200MiB", reset="1s", apply="1s", hot="5%")
 
@@ -204,12 +207,14 @@ def guest_data(case: Case, run) -> dict:
 
 # -- the simulator --------------------------------------------------------------------
 def guest_machine(g: dict, watermarks: bool = True, migrate_bw: float = 1.5e9,
-                  hint_fault_s: float = 1.5e-6, first_touch_s: float = 0.0) -> Machine:
+                  hint_fault_s: float = 1.5e-6, first_touch_s: float = 0.0,
+                  pte_walk_s: float = 20e-9, pte_update_s: float = 50e-9) -> Machine:
     """node 0 = the guest's free memory before the workload (the kernel and the
     initramfs hold the rest), node 1 = the CPU-less node below it on the demotion path;
     the kernel's watermarks as fractions of node 0's modelled capacity; `migrate_bw` the
     copy speed of one migrating thread, `hint_fault_s` the cost of one NUMA hint fault
-    to the faulting thread, `first_touch_s` that of a page's first touch. An access
+    to the faulting thread, `first_touch_s` that of a page's first touch,
+    `pte_walk_s` and `pte_update_s` the NUMA scan's per PTE walked and changed. An access
     costs the guest the same on both nodes: QEMU's TCG emulates both in the host's
     memory (the HMAT's 100/300 ns and 20/5 GB/s only tell the kernel which tier is
     which), so both tiers get HMAT's node 0 figures and the workload's own per-op cost
@@ -228,7 +233,8 @@ def guest_machine(g: dict, watermarks: bool = True, migrate_bw: float = 1.5e9,
         tiers=[Tier("node0", "dram", free0, 100, 100, 20e9, 20e9, 0, True),
                Tier("node1", "cxl", 1024 * MIB, 100, 100, 20e9, 20e9, 0, False)],
         demotion=[0, 1], cores_per_socket=2, watermarks=wm, migrate_bw=migrate_bw,
-        hint_fault_s=hint_fault_s, first_touch_s=first_touch_s,
+        hint_fault_s=hint_fault_s, first_touch_s=first_touch_s, pte_walk_s=pte_walk_s,
+        pte_update_s=pte_update_s,
         description="the tests/guest QEMU machine")
 
 
@@ -281,11 +287,20 @@ def trace_path(case: Case) -> Path:
 
 
 def calibration(migrate_bw_mib: float = MIGRATE_BW_MIB, hint_fault_us: float = HINT_FAULT_US,
-                first_touch_us: float = FIRST_TOUCH_US) -> dict:
-    """The mirrored machine's copy speed, hint-fault and first-touch costs
+                first_touch_us: float = FIRST_TOUCH_US, pte_ns: float = PTE_NS) -> dict:
+    """The mirrored machine's copy speed, hint-fault, first-touch and PTE-scan costs
     (guest_machine's keywords)."""
+    walk, update = pte_costs(pte_ns)
     return dict(migrate_bw=migrate_bw_mib * MIB, hint_fault_s=hint_fault_us * 1e-6,
-                first_touch_s=first_touch_us * 1e-6)
+                first_touch_s=first_touch_us * 1e-6, pte_walk_s=walk, pte_update_s=update)
+
+
+def pte_costs(pte_ns: float) -> tuple[float, float]:
+    """(walk, update) seconds of a PTE whose protection changes in `pte_ns`, split as
+    the simulator's defaults are (Machine.pte_walk_s : pte_update_s = 20 : 50)."""
+    d = Machine.__dataclass_fields__
+    w, u = d["pte_walk_s"].default, d["pte_update_s"].default
+    return pte_ns * 1e-9 * w / (w + u), pte_ns * 1e-9 * u / (w + u)
 
 
 def simulate(case: Case, g: dict, out: Path, **machine) -> dict:
@@ -575,8 +590,9 @@ calibration for every case**: node 0 = the guest's free memory before the worklo
 (less `tierlab exec`'s own ~110 MiB in the exec cases), the kernel's watermarks
 (/proc/zoneinfo), the same access cost on both nodes (TCG emulates both in host memory),
 the guest's copy speed {calib['migrate_bw_mib']:g} MiB/s, hint-fault cost
-{calib['hint_fault_us']:g} us and first-touch cost {calib.get('first_touch_us', 0):g} us
-(scripts/sim_vs_kernel.py says how they were found); the
+{calib['hint_fault_us']:g} us, first-touch cost {calib.get('first_touch_us', 0):g} us
+and PTE-scan cost {calib.get('pte_ns', 70):g} ns a changed PTE (scripts/sim_vs_kernel.py
+says how they were found); the
 workload's per-op cost makes the simulated run as fast as the guest's. Run it on an idle
 host: under TCG the guest's kernel slows with the host's load, its timers do not. What
 each miss comes from, where it is known: docs/linux.md, "The simulator against the
@@ -629,6 +645,10 @@ def main() -> int:
     ap.add_argument("--first-touch-us", type=float, default=FIRST_TOUCH_US, metavar="US",
                     help="the guest's cost of a page's first touch (default "
                     f"{FIRST_TOUCH_US:g} us: FIRST_TOUCH_US)")
+    ap.add_argument("--pte-ns", type=float, default=PTE_NS, metavar="NS",
+                    help="the guest's cost of one PTE's change of protection, walk and "
+                    f"update (default {PTE_NS:g} ns: PTE_NS; the smoke scenario's "
+                    "ptecost measures it)")
     a = ap.parse_args()
     if a.repeats < 1:
         ap.error(f"--repeats {a.repeats}: give 1 or more")
@@ -655,8 +675,8 @@ def main() -> int:
         print(f"wrote {out / 'README.md'}")
         return 0
     calib = dict(migrate_bw_mib=a.migrate_bw, hint_fault_us=a.hint_fault_us,
-                 first_touch_us=a.first_touch_us)
-    machine = calibration(a.migrate_bw, a.hint_fault_us, a.first_touch_us)
+                 first_touch_us=a.first_touch_us, pte_ns=a.pte_ns)
+    machine = calibration(a.migrate_bw, a.hint_fault_us, a.first_touch_us, a.pte_ns)
     rev = _commit()
     failed = []
     for name in a.case or list(CASES):

@@ -37,6 +37,11 @@ res movetest rc $mrc pages "$(echo "$after" | sed -n 's/.*pages=\([0-9]*\).*/\1/
   node0 "$(echo "$after" | sed -n 's/.*\] pages=[0-9]* node0=\([0-9]*\).*/\1/p')" \
   node1 "$(echo "$after" | sed -n 's/.*\] pages=[0-9]* node0=[0-9]* node1=\([0-9]*\).*/\1/p')"
 
+# the PTE scan's cost here (mprotect over 64 MiB of present PTEs, the change_protection
+# walk NUMA balancing's scan does): the simulator's pte_walk + pte_update calibration
+out=$(/bin/movetest -s 64 -t -1 -P 10 2>&1); echo "$out"
+res ptecost ns_per_pte "$(echo "$out" | sed -n 's/^mprotect:.*ns_per_pte=\([0-9.]*\).*/\1/p')"
+
 # hotcold: hot starts on node 1, cold on node 0, contents verify; placement.py sees it.
 # hotcold runs until placement.py has taken its sample and hotcold has reported progress
 # (events: python's start in a loaded TCG guest can outlast a fixed run), then SIGTERM
