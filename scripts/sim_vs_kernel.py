@@ -64,6 +64,10 @@ REPLAY = dict(trace="redis-ycsb-zipfian", copies=24, per_window=50000, hot_pages
 #: change_protection walk NUMA balancing's scan does; split between the walk and the
 #: update as the simulator's defaults are, 20:50, `pte_costs`)
 MIGRATE_BW_MIB, HINT_FAULT_US, FIRST_TOUCH_US, PTE_NS = 51.0, 10.0, 32.0, 144.0
+#: the kernel cases' scan and promotion-filter counters (/proc/vmstat), kept beside the
+#: simulator's own (hint faults taken, PTEs made PROT_NONE, pages past the hot threshold)
+SCAN_COUNTERS = dict(hint_faults="numa_hint_faults", pte_updates="numa_pte_updates",
+                     candidates="pgpromote_candidate")
 DAMON = dict(sample="5ms", aggr="100ms", update="1s", min_nr_regions=10,
              max_nr_regions=1000, quota="200MiB", reset="1s", apply="1s", hot="5%")
 
@@ -202,6 +206,9 @@ def guest_data(case: Case, run) -> dict:
         g["damon_goals"] = run.of("damon-goal")
         g["damon_config"] = run.one("damon-config")
     g["promoted"], g["demoted"] = promoted, kswapd
+    if case.tiering == "kernel":  # the scanner's and the promotion filter's own counts
+        for key, name in SCAN_COUNTERS.items():
+            g[key] = [v[name] - v0[name] for v in vm]
     return g
 
 
@@ -352,6 +359,9 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
                 sim.teleport(on0, np.ones(on0.size, np.uint8), reason="hotcold mbind")
         sim.every(1e9, bind, offset=0.0)
     series = {"t": [], "hot_fast": [], "promoted": [], "demoted": []}
+    scanner = getattr(sim.policy, "scanner", None) if case.tiering == "kernel" else None
+    if scanner is not None:
+        series.update({k: [] for k in SCAN_COUNTERS})
     base = []
     span = max(g["run_s"] - g["lag"], 1.0)  # the guest's run after the mechanism went on
     done = {}
@@ -370,6 +380,10 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
         series["hot_fast"].append(float(np.count_nonzero(sim.mem.node[pages] == 0)) / len(pages))
         series["promoted"].append(int(sim.stats.promotions - base[0]))
         series["demoted"].append(int(sim.stats.demotions - base[1]))
+        if scanner is not None:
+            series["hint_faults"].append(int(scanner.hf.faults))
+            series["pte_updates"].append(int(scanner.ptes_updated))
+            series["candidates"].append(int(sim.policy.nr_cand))
 
     sim.every(0.5, sample, offset=0.0)
     rec = sim.run()
