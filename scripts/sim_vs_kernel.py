@@ -16,11 +16,12 @@ Cases (`--case`, repeatable; default all):
 - exec-damon-tiering, exec-idt, exec-tierlab: `tierlab exec --policy P` on the moving
   hot set against the simulator running P.
 
-Every case uses one machine calibration: node 0's capacity is the guest's free memory
-before the workload, the kernel's watermarks, QEMU's HMAT latencies and bandwidths, the
-guest's copy speed, hint-fault, first-touch and PTE-scan costs (`--migrate-bw`,
-`--hint-fault-us`, `--first-touch-us`, `--pte-ns`); nothing is tuned per case. Writes README.md (one table of the gaps,
-then a section per case), CASE.png and data.json to --out.
+Every case uses one machine calibration: node 0 is the guest's node 0, the free memory
+the workload found its room and the rest held by others, the kernel's watermarks and
+demotion switch, QEMU's HMAT latencies and bandwidths, the guest's copy speed,
+hint-fault, first-touch and PTE-scan costs (`--migrate-bw`, `--hint-fault-us`,
+`--first-touch-us`, `--pte-ns`); nothing is tuned per case. Writes README.md (one table
+of the gaps, then a section per case), CASE.png and data.json to --out.
 """
 from __future__ import annotations
 
@@ -216,33 +217,48 @@ def guest_data(case: Case, run) -> dict:
 def guest_machine(g: dict, watermarks: bool = True, migrate_bw: float = 1.5e9,
                   hint_fault_s: float = 1.5e-6, first_touch_s: float = 0.0,
                   pte_walk_s: float = 20e-9, pte_update_s: float = 50e-9) -> Machine:
-    """node 0 = the guest's free memory before the workload (the kernel and the
-    initramfs hold the rest), node 1 = the CPU-less node below it on the demotion path;
-    the kernel's watermarks as fractions of node 0's modelled capacity; `migrate_bw` the
-    copy speed of one migrating thread, `hint_fault_s` the cost of one NUMA hint fault
-    to the faulting thread, `first_touch_s` that of a page's first touch,
-    `pte_walk_s` and `pte_update_s` the NUMA scan's per PTE walked and changed. An access
-    costs the guest the same on both nodes: QEMU's TCG emulates both in the host's
-    memory (the HMAT's 100/300 ns and 20/5 GB/s only tell the kernel which tier is
-    which), so both tiers get HMAT's node 0 figures and the workload's own per-op cost
-    carries the measured op rate."""
-    free0 = g["sizes"]["node0_free_mib"] * MIB
-    if g["case"].startswith("exec-"):
-        # tierlab exec's own process (interpreter, numpy: ~110 MiB) holds node 0 beside
-        # the bound cold range and is not migrated: node 0 is the room the others get
-        free0 = (g["sizes"]["cold_mib"] + 16) * MIB
-    cap_pages = free0 // PAGE
+    """node 0 = the guest's node 0 (its managed pages, /proc/zoneinfo), of which what
+    the workload did not get is held by others (`others_pages`); node 1 = the CPU-less
+    node below it on the demotion path; the kernel's watermarks as fractions of node 0;
+    `migrate_bw` the copy speed of one migrating thread, `hint_fault_s` the cost of one
+    NUMA hint fault to the faulting thread, `first_touch_s` that of a page's first
+    touch, `pte_walk_s` and `pte_update_s` the NUMA scan's per PTE walked and changed;
+    reclaim demotes as the guest's demotion_enabled said. The node's own size matters
+    to the rules that read fractions of it (DAMOS node-memory goals, IDT's watermarks,
+    pgdat_free_space_enough). An access costs the guest the same on both nodes: QEMU's
+    TCG emulates both in the host's memory (the HMAT's 100/300 ns and 20/5 GB/s only
+    tell the kernel which tier is which), so both tiers get HMAT's node 0 figures and
+    the workload's own per-op cost carries the measured op rate."""
+    knobs = g.get("knobs") or {}
     z = (g.get("zoneinfo") or {}).get("0")
+    node0 = z["managed"] * PAGE if z else room_bytes(g)
+    cap_pages = node0 // PAGE
     wm = tuple(min(z[k] / cap_pages, 0.49) for k in ("min", "low", "high")) \
         if watermarks and z else (0.005, 0.01, 0.015)
     return Machine(
         name="qemu-guest" if watermarks else "qemu-guest-sim-watermarks",
-        tiers=[Tier("node0", "dram", free0, 100, 100, 20e9, 20e9, 0, True),
+        tiers=[Tier("node0", "dram", node0, 100, 100, 20e9, 20e9, 0, True),
                Tier("node1", "cxl", 1024 * MIB, 100, 100, 20e9, 20e9, 0, False)],
         demotion=[0, 1], cores_per_socket=2, watermarks=wm, migrate_bw=migrate_bw,
         hint_fault_s=hint_fault_s, first_touch_s=first_touch_s, pte_walk_s=pte_walk_s,
-        pte_update_s=pte_update_s,
+        pte_update_s=pte_update_s, demotion_enabled=bool(knobs.get("demotion_enabled", True)),
         description="the tests/guest QEMU machine")
+
+
+def room_bytes(g: dict) -> int:
+    """What node 0 had for the workload: the guest's free memory before it, less, in
+    the exec cases, tierlab exec's own process (interpreter, numpy: ~110 MiB), which
+    holds node 0 beside the bound cold range and is not migrated."""
+    if g["case"].startswith("exec-"):
+        return (g["sizes"]["cold_mib"] + 16) * MIB
+    return g["sizes"]["node0_free_mib"] * MIB
+
+
+def others_pages(g: dict, machine: Machine) -> int:
+    """Node 0's pages held by the kernel, the initramfs and other processes: the node
+    less the workload's room, taken from the mirror's free memory for the whole run
+    (`Memory.held`, frames that take capacity but are not the process's)."""
+    return max(machine.tiers[0].capacity_pages - room_bytes(g) // PAGE, 0)
 
 
 def masim_config(g: dict, path: Path, windows: int = 1, move_ms: float = 0) -> Path:
@@ -274,8 +290,10 @@ def masim_config(g: dict, path: Path, windows: int = 1, move_ms: float = 0) -> P
 
 def sim_policy(case: Case, g: dict) -> str:
     if case.tiering == "kernel":
+        # Debian's 6.12 kernels reclaim with the multi-gen LRU (CONFIG_LRU_GEN_ENABLED=y;
+        # the smoke scenario reports /sys/kernel/mm/lru_gen/enabled)
         k = g["knobs"]
-        return ("autonuma-tiering:scan_size={s}MiB,scan_delay={d}ms,scan_period_min={a}ms,"
+        return ("autonuma-tiering-mglru:scan_size={s}MiB,scan_delay={d}ms,scan_period_min={a}ms,"
                 "scan_period_max={b}ms,hot_threshold={h}ms,rate_limit_mbps={r}").format(
             s=k["scan_size_mb"], d=k["scan_delay_ms"], a=k["scan_period_min_ms"],
             b=k["scan_period_max_ms"], h=k["hot_threshold_ms"],
@@ -343,8 +361,10 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
         k, mv = case.args.get("windows", 1), case.args.get("move_ms", 0)
         cfg = masim_config(g, out / f"{case.name}.cfg", k, mv)
         wl = f"masim:{cfg},aps={g['ops_per_s']:.6g},{rate}"
-    sim = api.simulation(machine=guest_machine(g, **machine), workload=wl,
-                         policy=sim_policy(case, g), alloc="dram-preferred")
+    m = guest_machine(g, **machine)
+    sim = api.simulation(machine=m, workload=wl, policy=sim_policy(case, g),
+                         alloc="dram-preferred")
+    sim.mem.held[0] += others_pages(g, m)
     if case.workload != "replay":
         w = sim.workload
         starts, ends = w.region_start[1:], w.region_end[1:]
@@ -600,9 +620,10 @@ share within {HOT_GAP} of the kernel's band.
 
 **Guest**: Debian's 6.12 kernel in QEMU (TCG, one host thread for both vCPUs), node 0
 with the 2 CPUs and 512 MiB, node 1 CPU-less with 1 GiB in a lower tier (HMAT). **One
-calibration for every case**: node 0 = the guest's free memory before the workload
-(less `tierlab exec`'s own ~110 MiB in the exec cases), the kernel's watermarks
-(/proc/zoneinfo), the same access cost on both nodes (TCG emulates both in host memory),
+calibration for every case**: node 0 = the guest's node 0 (its managed pages), of which
+the workload has the free memory it found (less `tierlab exec`'s own ~110 MiB in the
+exec cases) and the rest is held by others, the kernel's watermarks (/proc/zoneinfo)
+and demotion switch (the exec cases run with demotion_enabled off), the same access cost on both nodes (TCG emulates both in host memory),
 the guest's copy speed {calib['migrate_bw_mib']:g} MiB/s, hint-fault cost
 {calib['hint_fault_us']:g} us, first-touch cost {calib.get('first_touch_us', 0):g} us
 and PTE-scan cost {calib.get('pte_ns', 70):g} ns a changed PTE (scripts/sim_vs_kernel.py

@@ -80,7 +80,9 @@ BAD = {
     "cpu_socket": st.one_of(bad_index, st.integers(2, 99)),
     "cores_per_socket": bad_positive, "remote_lat_factor": bad_positive,
     "migrate_bw": bad_bandwidth, "tlb_shootdown": bad_duration, "hint_fault": bad_duration,
-    "first_touch": bad_duration,
+    "first_touch": bad_duration, "pte_walk": bad_duration, "pte_update": bad_duration,
+    "demotion_enabled": st.one_of(printable, st.integers(), st.lists(st.booleans(),
+                                                                      max_size=2)),
     "demotion": st.one_of(st.integers(), printable, st.lists(printable, min_size=1, max_size=2),
                           st.sampled_from([[0], [0, 0], [1, 2], [0, 1, 2]])),
     "watermarks": st.one_of(st.integers(), st.sampled_from([[0.1], [0.3, 0.2, 0.1],
@@ -124,6 +126,11 @@ def test_the_base_machine_file_runs(tmp_path):
     p.write_text(machine_toml({"name": "box", "first_touch": "25us"}, good_tiers()))
     from tierlab.machines import load_machine
     assert load_machine(str(p)).first_touch_s == pytest.approx(25e-6)
+    p.write_text(machine_toml({"name": "box", "pte_walk": "40ns", "pte_update": "0.1us",
+                               "demotion_enabled": False}, good_tiers()))
+    m = load_machine(str(p))
+    assert (m.pte_walk_s, m.pte_update_s, m.demotion_enabled) == (
+        pytest.approx(40e-9), pytest.approx(100e-9), False)
 
 
 # -- sizes -------------------------------------------------------------------------------

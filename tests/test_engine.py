@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tierlab import jit
+from tierlab import api, jit
 from tierlab.engine import Simulation, lru
 from tierlab.monitors import draws
 from tierlab.engine.memory import BLOCK, Memory, UNALLOC
@@ -218,6 +218,27 @@ def test_first_touch_costs_pages_allocated_after_the_set_up():
     assert extra == pytest.approx(grow * cost / threads, rel=1e-9)
     assert runs[cost, grow]["sim_seconds"] == pytest.approx(
         runs[0.0, grow]["sim_seconds"] + grow * cost / threads, rel=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["static", "autonuma-tiering", "damon-tiering"])
+def test_demotion_disabled_stops_reclaim_not_policy_migrations(policy):
+    """Machine.demotion_enabled off (can_demote): kswapd and direct reclaim demote
+    nothing, so a full fast node stays full; a policy's own migrations (DAMOS) still
+    run."""
+    from dataclasses import replace
+    m = load_machine("optane-2tier", 1 / 256)
+    recs = {}
+    for on in (True, False):
+        recs[on] = api.run(machine=replace(m, demotion_enabled=on),
+                           workload="gups:hotset,updates=3e8", policy=policy,
+                           alloc="dram-preferred", scale=1 / 256, seed=0)
+    off = recs[False]
+    assert off["reclaim_pages"] == 0
+    assert off["migrations_by_reason"].get("reclaim", 0) == 0
+    if policy != "static":
+        assert recs[True]["reclaim_pages"] > 0
+    if policy == "damon-tiering":
+        assert off["migrations_by_reason"].get("damos_migrate_hot", 0) > 0
 
 
 def test_pingpong_counts_quick_round_trips():

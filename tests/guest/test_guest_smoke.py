@@ -37,6 +37,9 @@ def test_tiering_knobs(guest_run):
     assert k["numa_balancing_2"] is True, k
     assert k["demotion_enabled"] in (True, False), k      # the sysfs file exists
     assert k["debugfs_numa_balancing"] is True, k
+    # the multi-gen LRU reclaims (every feature bit on): scripts/sim_vs_kernel.py mirrors
+    # the kernel's tiering with autonuma-tiering-mglru on that assumption
+    assert k["lru_gen"] == "0x0007", k
 
 
 def test_damon_sysfs_has_vaddr(guest_run):

@@ -390,8 +390,9 @@ class Simulation(PolicyBackend):
     def reclaim(self, node: int, n: int, direct: bool = False) -> int:
         """Demote up to n pages from `node` down the demotion path (kswapd, or direct
         reclaim in the allocating thread when `direct`). Victims: the policy's choice,
-        else the inactive tail of the node's LRU (`engine/lru.py`)."""
-        lower = self.machine.lower(node)
+        else the inactive tail of the node's LRU (`engine/lru.py`). Nothing when the
+        machine's demotion_enabled is off (can_demote)."""
+        lower = self.machine.lower(node) if self.machine.demotion_enabled else None
         moved = 0
         while lower is not None and moved < n:
             want = n - moved
@@ -554,7 +555,8 @@ class Simulation(PolicyBackend):
     def _kswapd_all(self, now: float | None = None) -> None:
         """kswapd: on each node below its low watermark that has a lower node, demote
         until free reaches the high watermark."""
-        if not getattr(self.policy, "kswapd_demotion", True):
+        if not (getattr(self.policy, "kswapd_demotion", True)
+                and self.machine.demotion_enabled):
             return
         mem = self.mem
         for node in self.machine.demotion:

@@ -378,6 +378,8 @@ def to_machine(topo: Topology, name: str = "host"):
     kw = {}
     if first_cpu is not None:
         kw = {"cpu_socket": sock[first_cpu.id], "cores_per_socket": float(len(first_cpu.cpus))}
+    if topo.demotion_enabled is not None:
+        kw["demotion_enabled"] = bool(topo.demotion_enabled)
     return Machine(name, tiers, demotion=[index[i] for i in topo.tier_order],
                    description=f"discovered under {topo.root}", **kw)
 

@@ -116,6 +116,9 @@ class Machine:
     it only dilutes a comparison; the test guest's TCG takes ~32 us (docs/linux.md).
     pte_walk_s, pte_update_s: NUMA balancing's scan (task_numa_work) per PTE walked and
     per PTE made PROT_NONE (20 ns and 50 ns, choices: monitors/hint_faults.py).
+    demotion_enabled: /sys/kernel/mm/numa/demotion_enabled (mm/vmscan.c can_demote):
+    when false, reclaim (kswapd, direct) demotes nothing; a policy's own migrations
+    (move_pages, DAMOS migrate_cold) still move pages down.
     cores_per_socket: for deciding whether background threads steal app CPU.
     """
 
@@ -130,6 +133,7 @@ class Machine:
     first_touch_s: float = 0.0
     pte_walk_s: float = 20e-9
     pte_update_s: float = 50e-9
+    demotion_enabled: bool = True
     cores_per_socket: float = 24
     description: str = ""
     #: min, low, high watermarks as fractions of each node (engine/memory.py). Linux
@@ -164,6 +168,9 @@ class Machine:
         self.migrate_bw = parse_number(self.migrate_bw, "migrate_bw", lo=0.0, lo_open=True)
         self.cores_per_socket = parse_number(self.cores_per_socket, "cores_per_socket",
                                              lo=0.0, lo_open=True)
+        if not isinstance(self.demotion_enabled, bool):
+            raise TierlabError(f"bad demotion_enabled {self.demotion_enabled!r}; valid: "
+                               "true, false")
         for k in COST_KEYS:
             k += "_s"
             setattr(self, k, parse_number(getattr(self, k), k[:-2], lo=0.0, hi=1.0))
@@ -251,7 +258,8 @@ TIER_KEYS = ("name", "kind", "capacity", "read_lat_ns", "write_lat_ns", "read_bw
              "write_bw", "socket", "has_cpus")
 MACHINE_KEYS = ("name", "description", "cpu_socket", "cores_per_socket",
                 "remote_lat_factor", "migrate_bw", "tlb_shootdown", "hint_fault", "first_touch",
-                "pte_walk", "pte_update", "demotion", "watermarks", "antagonist")
+                "pte_walk", "pte_update", "demotion_enabled", "demotion", "watermarks",
+                "antagonist")
 
 
 def parse_antagonist(value, names: list[str]) -> dict:
@@ -351,6 +359,8 @@ def machine_from_dict(d: dict, source: str) -> Machine:
         for k in COST_KEYS:
             if k in m:
                 kw[k + "_s"] = parse_duration(m[k], k)
+        if "demotion_enabled" in m:
+            kw["demotion_enabled"] = m["demotion_enabled"]
         if "watermarks" in m:
             kw["watermarks"] = _watermarks(m["watermarks"])
         if "dram_cache" in d:

@@ -17,7 +17,8 @@ res tiers tiers "[$tiers]"
 nb_ok=false; echo 2 > /proc/sys/kernel/numa_balancing 2>/dev/null && [ "$(cat /proc/sys/kernel/numa_balancing)" = 2 ] && nb_ok=true
 echo 0 > /proc/sys/kernel/numa_balancing
 dm=null; [ -f /sys/kernel/mm/numa/demotion_enabled ] && dm=$(cat /sys/kernel/mm/numa/demotion_enabled)
-res knobs numa_balancing_2 $nb_ok demotion_enabled "$dm" \
+lg=null; [ -f /sys/kernel/mm/lru_gen/enabled ] && lg=$(cat /sys/kernel/mm/lru_gen/enabled)
+res knobs numa_balancing_2 $nb_ok demotion_enabled "$dm" lru_gen "$lg" \
   debugfs_numa_balancing "$([ -d /sys/kernel/debug/sched/numa_balancing ] && echo true || echo false)"
 
 K=/sys/kernel/mm/damon/admin/kdamonds
