@@ -7,9 +7,10 @@ mechanism in the simulator on a machine that mirrors the guest.
 
 Cases (`--case`, repeatable; default all):
 - kernel-hotcold, kernel-moving, kernel-replay: Linux's NUMA-balancing tiering (mode 2,
-  kswapd demotion) against `autonuma-tiering` with the guest's knobs, on hotcold's static
-  hot range, on a hot set that moves (hotcold --hot-windows, as gups:dynamic) and on a
-  recorded program replayed (tests/guest/replay.c against `trace:` of the same file);
+  kswapd demotion by the multi-gen LRU) against `autonuma-tiering-mglru` with the
+  guest's knobs, on hotcold's static hot range, on a hot set that moves (hotcold
+  --hot-windows, as gups:dynamic) and on a recorded program replayed
+  (tests/guest/replay.c against `trace:` of the same file);
 - damon-hotcold, damon-moving: the kernel's DAMON-based tiering (DAMOS migrate_hot /
   migrate_cold on physical addresses, samples/damon/mtier.c's setup) against
   `damon-tiering` with the same intervals and quotas;
@@ -569,7 +570,7 @@ def report(results: dict, out: Path, calib: dict) -> None:
     for name, r in results.items():
         case, sm, runs = CASES[name], r["summary"], r["runs"]
         g, s = runs[0]["guest"], runs[0]["sim"]
-        mech = {"kernel": "NUMA balancing mode 2 + kswapd",
+        mech = {"kernel": "NUMA balancing mode 2 + kswapd (MGLRU)",
                 "damon": "DAMOS migrate_hot/cold (paddr)",
                 "exec": f"`tierlab exec --policy {case.policy}`"}[case.tiering]
 

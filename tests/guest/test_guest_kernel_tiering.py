@@ -130,7 +130,7 @@ COUNTER_BOUND = 0.15
 
 def test_the_simulator_follows_the_kernel(guest_run, tmp_path):
     """The cheapest case of the simulator-against-kernel comparison, end to end: this
-    boot's timeline against `autonuma-tiering` on the machine that mirrors the guest.
+    boot's timeline against `autonuma-tiering-mglru` on the machine that mirrors the guest.
     Both place 90% of the hot range on node 0; the promotions, and the demotions per
     promotion, agree within COUNTER_BOUND."""
     sys.path.insert(0, str(harness.REPO / "scripts"))
