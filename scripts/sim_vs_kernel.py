@@ -183,6 +183,7 @@ def guest_data(case: Case, run) -> dict:
     else:  # the workload's own move_pages query of its current hot pages
         g["t"] = [round(p["uptime"] - t_on, 3) for p in prog]
         g["hot_fast"] = [p.get("hot_nodes", {}).get("0", 0) / n_hot for p in prog]
+        g["window"] = [int(p.get("window", 0)) for p in prog]  # which one it measured
     if case.tiering == "exec":
         res = run.one("exec-results")["data"][0]
         t_exec = run.one("exec-command")["uptime"]
@@ -399,6 +400,10 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
             base.extend((sim.stats.promotions, sim.stats.demotions))
         series["t"].append(round(now, 3))
         series["hot_fast"].append(float(np.count_nonzero(sim.mem.node[pages] == 0)) / len(pages))
+        if case.workload != "replay" and k > 1:  # every window's share, for the guest's
+            series.setdefault("windows", []).append(
+                [round(float(np.count_nonzero(sim.mem.node[a:b] == 0)) / (b - a), 5)
+                 for a, b in zip(starts, ends)])
         series["promoted"].append(int(sim.stats.promotions - base[0]))
         series["demoted"].append(int(sim.stats.demotions - base[1]))
         if scanner is not None:
@@ -416,13 +421,14 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
 # -- the comparison ---------------------------------------------------------------------
 def gaps(g: dict, s: dict) -> dict:
     """Largest gap of the hot share at every whole second after the first, from 2 s (the
-    last sample at or before it on each side; a second whose last guest sample is older
-    than FRESH_S is not compared, and `seconds` counts those compared of all), and the
+    last sample at or before it on each side, on the window the guest's sample measured,
+    `_sim_share`; a second whose last guest sample is older than FRESH_S is not
+    compared, and `seconds` counts those compared of all), and the
     relative gaps of the promotion and demotion counters at the kernel's last counter
     sample."""
     end = min(g["t"][-1], s["t"][-1])
     secs = np.arange(2, int(end) + 1)
-    d = np.array([abs(_fresh(g["t"], g["hot_fast"], t) - _step(s["t"], s["hot_fast"], t))
+    d = np.array([abs(_fresh(g["t"], g["hot_fast"], t) - _sim_share(g, s, t))
                   for t in secs], dtype=float)
     hot = np.nanmax(d) if np.isfinite(d).any() else float("nan")
     tc = min(g["ct"][-1], s["t"][-1])
@@ -435,6 +441,18 @@ def gaps(g: dict, s: dict) -> dict:
                     (0.0 if m == k else None)}
     out["verdict"] = "agrees" if _meets(out) else "misses"
     return out
+
+
+def _sim_share(g: dict, s: dict, t: float) -> float:
+    """The simulator's hot share at second t: of the window the guest's last sample
+    measured, when both sides record windows (a moving hot set: a sample just before a
+    move measures the old window, and its time stamp, taken after the query, can fall
+    after the move), else of its own current window."""
+    if "window" in g and "windows" in s:
+        i = _last(g["t"], t)
+        if i >= 0:
+            return s["windows"][max(_last(s["t"], t), 0)][g["window"][i]]
+    return _step(s["t"], s["hot_fast"], t)
 
 
 def _within(c: dict) -> bool:
