@@ -481,7 +481,8 @@ def summary(runs: list) -> dict:
     highest), the gap of the simulator's mean from the kernel's, the kernel's own
     spread (highest less lowest over the mean), and for the hot share the largest gap
     between two of the kernel's own runs and the simulator's mean curve's largest
-    distance outside the band the kernel's runs span. A case agrees when it meets the
+    distance outside the band the kernel's runs span (each simulated run read on the
+    windows its kernel run measured). A case agrees when it meets the
     targets; it is within the kernel's spread when its misses are no larger than the
     kernel's own disagreement with itself (counters inside the kernel's range, the hot
     share within HOT_GAP of the kernel's band)."""
@@ -489,7 +490,10 @@ def summary(runs: list) -> dict:
     kc = [(r["guest"]["t"], r["guest"]["hot_fast"]) for r in runs]
     sc = [(r["sim"]["t"], r["sim"]["hot_fast"]) for r in runs]
     secs = _seconds(kc + sc)
-    k, m = _at(kc, secs, _fresh), _at(sc, secs).mean(axis=0)
+    k = _at(kc, secs, _fresh)
+    # each simulated run on its kernel run's windows (`_sim_share`), then their mean
+    m = np.array([[_sim_share(r["guest"], r["sim"], t) for t in secs] for r in runs],
+                 dtype=float).mean(axis=0)
     both = np.isfinite(k).sum(axis=0) >= 2  # two of the kernel's runs have a fresh sample
     lo, hi = np.fmin.reduce(k, axis=0), np.fmax.reduce(k, axis=0)  # NaN only if all are
     out_of = np.maximum(np.maximum(lo - m, 0), np.maximum(m - hi, 0))
