@@ -57,14 +57,14 @@ MOVING = dict(windows=3, hot_mib=64, move_ms=10000, seconds=40)
 REPLAY = dict(trace="redis-ycsb-zipfian", copies=24, per_window=50000, hot_pages=9000,
               seconds=120)
 #: the guest's calibration, the --migrate-bw, --hint-fault-us, --first-touch-us and
-#: --pte-ns defaults: one migrating thread's copy speed (MiB/s: tierlab exec in tests/guest moved
-#: 77,807 pages in 5.9 s of migration CPU), a NUMA hint fault's cost (us: TCG runs the
-#: kernel ~10-30x slower than hardware's 1-2 us) and a page's first touch (us: the median
-#: of hotcold's fill time per page over 46 guest runs, 11-54 us, 2026-12-05/06: its
-#: `ready` event's fill_s over its pages) and a PTE's change of protection (ns: the median
-#: of 7 smoke runs' mprotect over 64 MiB of present PTEs, 136-195 ns, 2026-12-06: the
-#: change_protection walk NUMA balancing's scan does; split between the walk and the
-#: update as the simulator's defaults are, 20:50, `pte_costs`)
+#: --pte-ns defaults: one migrating thread's copy speed (MiB/s: tierlab exec in
+#: tests/guest moved 77,807 pages in 5.9 s of migration CPU), a NUMA hint fault's cost
+#: (us: TCG runs the kernel ~10-30x slower than hardware's 1-2 us), a page's first touch
+#: (us: the median of hotcold's fill time per page over 46 guest runs, 11-54 us,
+#: 2026-12-05/06: its `ready` event's fill_s over its pages) and a PTE's change of
+#: protection (ns: the median of 7 smoke runs' mprotect over 64 MiB of present PTEs,
+#: 136-195 ns, 2026-12-06: the change_protection walk NUMA balancing's scan does; split
+#: between the walk and the update as the simulator's defaults are, 20:50, `pte_costs`)
 MIGRATE_BW_MIB, HINT_FAULT_US, FIRST_TOUCH_US, PTE_NS = 51.0, 10.0, 32.0, 144.0
 #: the kernel cases' scan and promotion-filter counters (/proc/vmstat), kept beside the
 #: simulator's own (hint faults taken, PTEs made PROT_NONE, pages past the hot threshold)
@@ -295,8 +295,9 @@ def sim_policy(case: Case, g: dict) -> str:
         # Debian's 6.12 kernels reclaim with the multi-gen LRU (CONFIG_LRU_GEN_ENABLED=y;
         # the smoke scenario reports /sys/kernel/mm/lru_gen/enabled)
         k = g["knobs"]
-        return ("autonuma-tiering-mglru:scan_size={s}MiB,scan_delay={d}ms,scan_period_min={a}ms,"
-                "scan_period_max={b}ms,hot_threshold={h}ms,rate_limit_mbps={r}").format(
+        return ("autonuma-tiering-mglru:scan_size={s}MiB,scan_delay={d}ms,"
+                "scan_period_min={a}ms,scan_period_max={b}ms,hot_threshold={h}ms,"
+                "rate_limit_mbps={r}").format(
             s=k["scan_size_mb"], d=k["scan_delay_ms"], a=k["scan_period_min_ms"],
             b=k["scan_period_max_ms"], h=k["hot_threshold_ms"],
             r=k["promote_rate_limit_MBps"])
@@ -399,7 +400,8 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
         if not base:  # after bind()
             base.extend((sim.stats.promotions, sim.stats.demotions))
         series["t"].append(round(now, 3))
-        series["hot_fast"].append(float(np.count_nonzero(sim.mem.node[pages] == 0)) / len(pages))
+        series["hot_fast"].append(
+            float(np.count_nonzero(sim.mem.node[pages] == 0)) / len(pages))
         if case.workload != "replay" and k > 1:  # every window's share, for the guest's
             series.setdefault("windows", []).append(
                 [round(float(np.count_nonzero(sim.mem.node[a:b] == 0)) / (b - a), 5)

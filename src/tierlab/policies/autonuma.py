@@ -368,7 +368,8 @@ class AutoNumaTiering(NumaBalancingBase):
                  overhead_cap="yes"):
         super().__init__(scan_size=scan_size, scan_period_min=scan_period_min,
                          scan_period_max=scan_period_max, scan_delay=scan_delay, poll=poll,
-                         toptier=toptier, overhead_cap=overhead_cap, hot_threshold=hot_threshold,
+                         toptier=toptier, overhead_cap=overhead_cap,
+                         hot_threshold=hot_threshold,
                          rate_limit_mbps=rate_limit_mbps, adjust=adjust,
                          enough_floor=enough_floor)
         self.hot_threshold = parse_duration(hot_threshold, "hot_threshold")
