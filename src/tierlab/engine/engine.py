@@ -555,8 +555,7 @@ class Simulation(PolicyBackend):
     def _kswapd_all(self, now: float | None = None) -> None:
         """kswapd: on each node below its low watermark that has a lower node, demote
         until free reaches the high watermark."""
-        if not (getattr(self.policy, "kswapd_demotion", True)
-                and self.machine.demotion_enabled):
+        if not getattr(self.policy, "kswapd_demotion", True):
             return
         mem = self.mem
         for node in self.machine.demotion:

@@ -368,15 +368,17 @@ class NumaScanner(Monitor):
         if self.on_scan is not None and len(idx):
             self.on_scan(idx, armed, now)
         fresh = idx[new]
+        flush = sim.machine.tlb_shootdown_s if len(fresh) else 0.0
         if len(fresh):
             self.arm(fresh, now)
-            sim.stall(sim.machine.tlb_shootdown_s * sim.threads)
+            sim.stall(flush * sim.threads)
+        walk = len(idx) * self.pte_cost
         if len(idx):
-            sim.stall(len(idx) * self.pte_cost)
+            sim.stall(walk)
         self.scanned_pages += len(idx)
         self.steps += 1
         self.hand = end
-        return len(idx) * self.pte_cost + (sim.machine.tlb_shootdown_s if len(fresh) else 0.0)
+        return walk + flush
 
     def _scan_range(self, start: int, end: int):
         """The eligible pages a step walks from `start` (with whether each is armed, and
