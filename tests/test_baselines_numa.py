@@ -18,6 +18,7 @@ from tierlab.engine import Simulation
 from tierlab.engine.timeline import Timeline
 from tierlab.field import RateField
 from tierlab.monitors import HintFaults, RateSource
+from tierlab.monitors import hint_faults
 from tierlab.monitors.hint_faults import NumaScanner, ScheduledHintFaults
 from tierlab.monitors.pte_scan import PteScan
 from tierlab.policies.autonuma import (AutoNumaTiering, MIN_NR_GENS, cpu_node, promo_wmark,
@@ -365,10 +366,12 @@ def test_mglru_evicts_the_oldest_generation():
     on0 = np.flatnonzero(sim.mem.node == 0)
     assert np.all(pol.gen[on0] == pol.stamp(0, pol.max_seq[0]))  # faulted in: youngest
     advance(sim, 2.0)
-    old = on0[::2]
+    old = on0[on0 % 4 != 0]
     pol.min_seq[0] = pol.max_seq[0] - 2  # three generations
     pol.gen[old] = pol.stamp(0, pol.min_seq[0])
     pol.slots.move(old, pol.max_seq[0] & 3, pol.min_seq[0] & 3)
+    pol.recount(0)  # 3/4 of the pages oldest, 1/4 youngest: no aging is due
+    assert not pol.should_run_aging(0)
     pol.last_walk[0] = sim.now  # nothing accessed since: no second chance
     v = pol.select_victims(0, 500)
     assert len(v) == 500 and np.all(np.isin(v, old))
@@ -380,6 +383,81 @@ def test_mglru_evicts_the_oldest_generation():
     v = pol.select_victims(0, 200)
     assert len(v) == 200 and not np.isin(v, hot).any()
     assert (pol.gen[hot] != oldest).mean() > 0.5  # examined hot pages were moved up
+
+
+def test_pte_slots_walked_are_the_present_tables_slots():
+    """change_pte_range walks every slot of a present PTE table, holes included; a
+    512-page block with no allocated page has no table (change_pmd_range skips it)."""
+    alloc = np.zeros(3 * 512, bool)
+    alloc[[300, 1100]] = True  # blocks 0 and 2 have a table, block 1 none
+    assert hint_faults.pte_slots_walked(alloc, 0) == 1024
+    # a range starting mid-block counts that block's slots in the range only
+    assert hint_faults.pte_slots_walked(alloc[256:], 256) == 256 + 512
+    assert hint_faults.pte_slots_walked(np.zeros(0, bool), 0) == 0
+
+
+def test_mglru_should_run_aging_rules():
+    """should_run_aging (mm/vmscan.c): MIN_NR_GENS generations left: age; one more: age
+    when the youngest holds over 1/2 of the pages or the oldest under 1/4; more: never."""
+    sim = started("autonuma-tiering-mglru")
+    pol = sim.policy
+    mx = int(pol.max_seq[0])
+
+    def state(gens, sizes):
+        pol.min_seq[0] = mx - gens + 1
+        pol.nr_pages[0] = 0
+        for k, n in enumerate(sizes):  # oldest first
+            pol.nr_pages[0, (mx - gens + 1 + k) & 3] = n
+        return pol.should_run_aging(0)
+
+    assert state(2, [50, 50])
+    assert not state(3, [30, 30, 40])          # within the range
+    assert state(3, [30, 19, 51])              # youngest over half
+    assert state(3, [24, 50, 26])              # oldest under a quarter
+    assert not state(3, [25, 25, 50])          # the bounds themselves do not age
+    assert not state(4, [1, 1, 1, 97])
+
+
+def test_mglru_arrivals_join_by_their_old_generation():
+    """A migrated page joins its new node's max_seq when its generation on the old node
+    was active (max_seq or max_seq - 1: lru_gen_del_folio keeps PG_active when not
+    reclaiming), else max_seq - 1 (inactive anon); reclaim's victims, isolated with no
+    generation, arrive inactive. `nr_pages` follows every move."""
+    sim = started("autonuma-tiering-mglru", workload="gups:hotset,hot_start=start")
+    pol = sim.policy
+    on0 = np.flatnonzero(sim.mem.node == 0)
+    young, older, victims = on0[:10], on0[10:20], on0[20:30]
+    pol.min_seq[0] = pol.max_seq[0] - 3
+    pol.gen[older] = pol.stamp(0, pol.min_seq[0])
+    pol.slots.move(older, pol.max_seq[0] & 3, pol.min_seq[0] & 3)
+    pol.gen[victims] = 0
+    pol.slots.move(victims, pol.max_seq[0] & 3, None)
+    for n in range(sim.machine.nnodes):
+        pol.recount(n)
+    before = pol.nr_pages.copy()
+    mx1 = int(pol.max_seq[1])
+    assert sim.migrate(np.concatenate((young, older, victims)), 1) == 30
+    assert np.all(pol.gen[young] == pol.stamp(1, mx1))
+    assert np.all(pol.gen[older] == pol.stamp(1, mx1 - 1))
+    assert np.all(pol.gen[victims] == pol.stamp(1, mx1 - 1))
+    assert pol.nr_pages[1, mx1 & 3] - before[1, mx1 & 3] == 10
+    assert pol.nr_pages[1, (mx1 - 1) & 3] - before[1, (mx1 - 1) & 3] == 20
+    assert before[0].sum() - pol.nr_pages[0].sum() == 20  # the victims had no generation
+    assert slots_mirror_gen(pol)
+
+
+def test_mglru_generation_sizes_follow_a_run():
+    """`nr_pages` (lrugen->nr_pages) kept through allocation, aging, eviction, promotion
+    and demotion equals a count of the generation bytes at the end of a run."""
+    sim = tierlab.api.simulation(machine="optane-2tier", workload="gups:dynamic",
+                                 policy="autonuma-tiering-mglru", seed=0, scale=SCALE)
+    rec = sim.run()
+    pol = sim.policy
+    assert rec["promotions"] > 0 and rec["demotions"] > 0 and pol.agings > 0
+    g = pol.gen.astype(np.int64)
+    k = sim.machine.nnodes
+    want = np.bincount(g, minlength=4 * (k + 1))[4:].reshape(k, 4)
+    np.testing.assert_array_equal(pol.nr_pages, want)
 
 
 def test_mglru_ages_when_two_generations_are_left():

@@ -241,6 +241,35 @@ def test_demotion_disabled_stops_reclaim_not_policy_migrations(policy):
         assert off["migrations_by_reason"].get("damos_migrate_hot", 0) > 0
 
 
+def test_reclaim_demotes_idle_frames_first():
+    """Other processes' idle frames (`Memory.idle`, part of `held`) are the oldest on
+    every LRU: reclaim demotes them before any page of the workload, as a copy, and
+    counts them; with the idle frames gone, the policy's victims follow; nothing moves
+    with demotion_enabled off."""
+    from dataclasses import replace
+    for on in (True, False):
+        m = replace(small_machine(), demotion_enabled=on)
+        sim = Simulation(m, HotCold(), POLICIES.create("static"),
+                         ALLOCS.create("dram-preferred"))
+        sim.policy.attach(sim)
+        sim._apply_change(next(iter(sim.workload.changes())))
+        mem = sim.mem
+        mem.held[0] += 40
+        mem.idle[0] = 30
+        nodes = mem.node.copy()
+        got = sim.reclaim(0, 20)
+        if not on:
+            assert got == 0 and mem.idle[0] == 30 and sim.stats.demotions == 0
+            continue
+        assert got == 20 and np.array_equal(mem.node, nodes)
+        assert mem.idle.tolist()[:2] == [10, 20] and mem.held.tolist()[:2] == [20, 20]
+        assert sim.stats.demotions == 20 and sim.stats.migrated_bytes == 20 * 4096
+        assert sim.reclaim(0, 25) == 25 and mem.idle[0] == 0
+        assert np.count_nonzero((nodes == 0) & (mem.node == 1)) == 15
+        k = m.nnodes
+        assert np.array_equal(np.bincount(mem.node, minlength=256)[:k], mem.used)
+
+
 def test_pingpong_counts_quick_round_trips():
     m = small_machine()
     sim = Simulation(m, HotCold(), POLICIES.create("static"), ALLOCS.create("dram-preferred"))

@@ -391,9 +391,10 @@ class Simulation(PolicyBackend):
         """Demote up to n pages from `node` down the demotion path (kswapd, or direct
         reclaim in the allocating thread when `direct`). Victims: the policy's choice,
         else the inactive tail of the node's LRU (`engine/lru.py`). Nothing when the
-        machine's demotion_enabled is off (can_demote)."""
+        machine's demotion_enabled is off (can_demote). Idle frames of others
+        (`Memory.idle`) go before any victim."""
         lower = self.machine.lower(node) if self.machine.demotion_enabled else None
-        moved = 0
+        moved = self._reclaim_idle(node, lower, n, direct) if lower is not None else 0
         while lower is not None and moved < n:
             want = n - moved
             victims = self.policy.select_victims(node, want)
@@ -420,12 +421,33 @@ class Simulation(PolicyBackend):
             self.stats.reclaim_pages += got
         return moved
 
+    def _reclaim_idle(self, node: int, lower: int, n: int, direct: bool) -> int:
+        """Demote up to n of `node`'s idle frames (`Memory.idle`: never accessed, so the
+        oldest on every LRU, the multi-gen LRU's oldest generation and the inactive
+        tail alike) to `lower`, as far as it has room above its min watermark: a copy
+        like any demotion's, no rate moves."""
+        mem = self.mem
+        k = int(min(n, mem.idle[node], max(mem.free[lower] - mem.wmark_min[lower], 0)))
+        if k <= 0:
+            return 0
+        for v, d in ((node, -k), (lower, k)):
+            mem.idle[v] += d
+            mem.held[v] += d
+        self.stats.demotions += k
+        self.stats.reclaim_pages += k
+        self.stats.migrated_bytes += k * PAGE
+        self._copy[[node, lower]] += k * float(PAGE)
+        self.stats.by_reason["reclaim"] = self.stats.by_reason.get("reclaim", 0) + k
+        self._charge_copy(k, direct, copies=1)
+        return k
+
     # ------------------------------------------------------------------ internals
     def _relocate(self, pages, cur, dsts, reason, copy=True):
         """Bookkeeping of a move of pages[i] from cur[i] to dsts[i]: placement, LRU
         counts, per-node rates, promotion/demotion/ping-pong counts, copy traffic."""
         self.mem.move(pages, cur, dsts)
         self.lru.on_moves(pages, cur, dsts)
+        self.policy.on_moves(pages, cur, dsts)
         sums, counts, npro, pingpong = relocate_sums(
             pages, cur, dsts, self.timeline.field, self._rank, self._epoch, self._stamp())
         self._account(len(pages), sums, counts, npro, pingpong, reason, copy)

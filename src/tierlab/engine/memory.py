@@ -40,6 +40,9 @@ class Memory:
         #: frames held per node beyond the page map: NOMAD's shadow copies
         #: (engine/shadow.py); they take capacity but are not the process's pages
         self.held = np.zeros(machine.nnodes, dtype=np.int64)
+        #: of `held`, the frames of pages nobody accesses that reclaim may demote (another
+        #: process's cold pages, a tmpfs file's): `Simulation.reclaim` takes them first
+        self.idle = np.zeros(machine.nnodes, dtype=np.int64)
         self.wmark_min, self.wmark_low, self.wmark_high = watermark_pages(
             self.capacity, (wmark_min, wmark_low, wmark_high))
         #: pages of each node in each BLOCK-page block of addresses, kept through every

@@ -50,7 +50,8 @@ time; scan steps, 100 ms to 60 s apart, run at the first poll after they are due
 
 Costs (choices, documented here): each fault stalls the faulting thread
 `machine.hint_fault_s` (1.5 us, `sim.stall`); the scanner is charged as monitor CPU,
-`pte_walk_cost` per present PTE walked plus `pte_update_cost` per PTE made PROT_NONE
+`pte_walk_cost` per PTE slot walked (`pte_slots_walked`: every slot of a present PTE
+table, holes included) plus `pte_update_cost` per PTE made PROT_NONE
 (ptep_modify_prot_start/commit and the folio checks), by default the machine's
 `pte_walk` (20 ns) and `pte_update` (50 ns), and each step that
 changed PTEs costs one TLB flush of the range (flush_tlb_range: one shootdown,
@@ -59,7 +60,8 @@ in the task's own context (task_work on return to user space), so strictly it is
 application time; we count it as monitor CPU so that it shows in the run record.
 
 Assumptions where the sources are silent or the model is coarser: the workload is one
-VMA spanning its address space (holes = unallocated pages, no PTEs); migrating an armed
+VMA spanning its address space (holes = unallocated pages: no PTE, but a slot the walk
+visits in a PTE table that maps another page); migrating an armed
 page does not clear its PROT_NONE (Linux restores the VMA protection on migration; the
 difference is one missed fault); the NUMA-group scaling of the period (task_scan_start
 with shared faults) is not modelled. vma_is_accessed (skip a VMA whose faults in the
@@ -327,8 +329,8 @@ class ScheduledHintFaults(HintFaults):
 
     def arm_range(self, start: int, end: int, node, skip, now: float) -> tuple[int, int]:
         """A scan step's `arm` of [start, end) in one pass (`scan_arm`): the
-        pages on nodes not in `skip` (by node; unallocated skipped); returns (allocated
-        pages walked, pages armed)."""
+        pages on nodes not in `skip` (by node; unallocated skipped); returns (PTE slots
+        walked, `pte_slots_walked`, pages armed)."""
         buf, = self._range.get((self._pdt, end - start))
         walked, n = scan_arm(node, start, end, skip, self._flag.words, UNALLOC, buf)
         if n:
@@ -440,8 +442,27 @@ class _PlainHintFaults(HintFaults):
         """`ScheduledHintFaults.arm_range` by numpy passes and `arm`."""
         seg = node[start:end]
         cand = np.flatnonzero(~skip[seg])
-        return (int(np.count_nonzero(seg != UNALLOC)),
+        return (pte_slots_walked(seg != UNALLOC, start),
                 self.arm(cand + start, now) if cand.size else 0)
+
+
+#: pages per PTE table (x86-64: 512 PTEs, one PMD entry's 2 MiB)
+PTE_TABLE_PAGES = 512
+
+
+def pte_slots_walked(allocated: np.ndarray, start: int) -> int:
+    """PTE slots a walk of pages [start, start + len(allocated)) visits: change_pte_range
+    (mm/mprotect.c) loops over every slot of a present PTE table, holes included, and
+    change_pmd_range skips a PMD with no table; a table is present where its
+    PTE_TABLE_PAGES-page block holds an allocated page in the range (a step's range
+    starts and ends on block bounds, but at the address space's end)."""
+    if allocated.shape[0] == 0:
+        return 0
+    blocks = (np.arange(start, start + allocated.shape[0]) // PTE_TABLE_PAGES)
+    blocks -= blocks[0]
+    slots = np.bincount(blocks)
+    present = np.bincount(blocks, weights=allocated) > 0
+    return int(slots[present].sum())
 
 
 def make_hint_faults(source, rng, fault_cost=None, npages=None,
@@ -764,30 +785,39 @@ def poll_faults(pages, works, arm, arm_t, ta, wa, lo: int, now: float, flag):
 
 @kernel
 def _scan_arm(node, start, end, skip, flag, unalloc, out):
-    # a NUMA scan step over pages [start, end): the allocated ones (PTEs walked)
-    # counted; those on a node not skipped and not armed yet (their bit in the bitmap
-    # `flag` clear) flagged armed and listed in out, in address order; returns
-    # (walked, listed)
+    # a NUMA scan step over pages [start, end): the PTE slots walked counted (every
+    # slot of each PTE_TABLE_PAGES block that holds an allocated page); the pages on
+    # a node not skipped and not armed yet (their bit in the bitmap `flag` clear)
+    # flagged armed and listed in out, in address order; returns (walked, listed)
     walked = 0
     k = 0
     one = np.uint64(1)
+    first = start
+    present = False
     for p in range(start, end):
+        if p > first and p % PTE_TABLE_PAGES == 0:
+            if present:
+                walked += p - first
+            first = p
+            present = False
         v = node[p]
         if v != unalloc:
-            walked += 1
+            present = True
         b = one << np.uint64(p & 63)
         if not skip[v] and not flag[p >> 6] & b:
             flag[p >> 6] |= b
             out[k] = p
             k += 1
+    if present:
+        walked += end - first
     return walked, k
 
 
 def scan_arm(node, start: int, end: int, skip, flag, unalloc: int, out):
     """The pages of [start, end) a NUMA scan step makes PROT_NONE, in one pass: those
-    allocated (counted: the PTEs walked), on a node not in `skip` (indexed by node,
+    on a node not in `skip` (indexed by node,
     `unalloc` included) and not armed yet (their bit clear in `flag`, a `PageBits`'
     words); they are flagged armed and written to `out` in address order. Returns
-    (walked, how many were written)."""
+    (the PTE slots walked, `pte_slots_walked`, how many were written)."""
     w, k = _scan_arm(node, int(start), int(end), skip, flag, np.uint8(unalloc), out)
     return int(w), int(k)

@@ -551,6 +551,8 @@ class AutoNumaTieringMglru(AutoNumaTiering):
         self.min_seq = np.zeros(k, dtype=np.int64)
         self.last_walk = np.full(k, sim.now)
         self.hand = np.zeros(k, dtype=np.int64)
+        #: lrugen->nr_pages: each node's pages by generation slot (seq % 4)
+        self.nr_pages = np.zeros((k, MAX_NR_GENS), dtype=np.int64)
         self.walker = PteScan(period="0")
         self.walker.attach(sim)
         self.agings = 0
@@ -566,11 +568,61 @@ class AutoNumaTieringMglru(AutoNumaTiering):
     def on_alloc(self, start, end, node):
         self.gen[start:end] = self.stamp(node, self.max_seq[node])
         self.slots.fill(start, end, self.max_seq[node] & 3)
+        self.nr_pages[node, self.max_seq[node] & 3] += end - start
 
     def on_free(self, start, end):
         super().on_free(start, end)
+        self._uncount(self.gen[start:end])
         self.gen[start:end] = 0
         self.slots.fill(start, end, None)
+
+    def _uncount(self, stamps) -> None:
+        """Take pages with these generation bytes out of `nr_pages`."""
+        k = self.nr_pages.shape[0]
+        c = np.bincount(stamps, minlength=4 * (k + 1))[4: 4 * (k + 1)]
+        self.nr_pages -= c.reshape(k, MAX_NR_GENS)
+
+    def on_moves(self, pages, src, dsts):
+        """A migrated folio joins its new node's max_seq if it was active on the old one
+        (lru_gen_del_folio keeps PG_active for gens max_seq and max_seq - 1 when not
+        reclaiming; lru_gen_add_folio), else max_seq - 1 (anon); reclaim's victims,
+        isolated with their generation cleared, are inactive."""
+        super().on_moves(pages, src, dsts)
+        old = self.gen[pages]
+        self._uncount(old)
+        on_src = (old >> 2) == src.astype(np.int64) + 1
+        mx_src = self.max_seq[src]
+        slot = (old & 3).astype(np.int64)
+        active = on_src & ((slot == mx_src & 3) | (slot == (mx_src - 1) & 3))
+        seq = self.max_seq[dsts] - (~active)
+        new = (((dsts.astype(np.int64) + 1) << 2) | (seq & 3)).astype(np.uint8)
+        self.gen[pages] = new
+        for s in range(MAX_NR_GENS):
+            self.slots.move(pages[(old != 0) & (old & 3 == s)], s, None)
+            self.slots.move(pages[(new & 3) == s], None, s)
+        np.add.at(self.nr_pages, (dsts.astype(np.int64), seq & 3), 1)
+
+    def recount(self, node: int) -> None:
+        """`nr_pages` of `node` from the slot bitmaps and the node's page bitmap."""
+        row = self.sim.mem.node_bits().bits[node]
+        for s in range(MAX_NR_GENS):
+            self.nr_pages[node, s] = int(np.bitwise_count(self.slots.rows[s] & row).sum())
+
+    def should_run_aging(self, node: int) -> bool:
+        """should_run_aging: with MIN_NR_GENS generations eviction stalls; with one
+        more, age when the youngest holds over 1/MIN_NR_GENS of the pages or the
+        oldest under 1/(MIN_NR_GENS + 2) (kswapd's priority, from set_initial_priority,
+        is below DEF_PRIORITY unless the inactive pages exceed 4096x its target)."""
+        gens = self.nr_gens(node)
+        if gens <= MIN_NR_GENS:
+            return True
+        if gens > MIN_NR_GENS + 1:
+            return False
+        nr = self.nr_pages[node]
+        total = int(nr.sum())
+        young = int(nr[self.max_seq[node] & 3])
+        old = int(nr[self.min_seq[node] & 3])
+        return young * MIN_NR_GENS > total or old * (MIN_NR_GENS + 2) < total
 
     def age(self, node: int) -> None:
         """try_to_inc_max_seq: walk, move accessed pages to max_seq, open a new gen."""
@@ -597,6 +649,7 @@ class AutoNumaTieringMglru(AutoNumaTiering):
         self.max_seq[node] += 1
         self.last_walk[node] = now
         self.agings += 1
+        self.recount(node)
 
     def select_victims(self, node, n):
         """evict_folios: unreferenced pages of the oldest generation."""
@@ -607,7 +660,7 @@ class AutoNumaTieringMglru(AutoNumaTiering):
         size = max(2 * n, 64)  # doubles while batches yield too few victims
         while got < n and tries < 64:
             tries += 1
-            if self.nr_gens(node) <= MIN_NR_GENS:
+            if self.should_run_aging(node):
                 self.age(node)
             want = max(size, 2 * (n - got))
             value = self.stamp(node, self.min_seq[node])
@@ -629,9 +682,12 @@ class AutoNumaTieringMglru(AutoNumaTiering):
             self.gen[cand[young]] = self.stamp(node, self.max_seq[node])
             self.slots.move(cand[young], oldest, self.max_seq[node] & 3)
             cold = cand[~young][: n - got]
-            # reclaimed pages leave this node: their generation is set on arrival
+            # isolated for reclaim: no generation (inactive on arrival, `on_moves`)
             self.gen[cold] = 0
             self.slots.move(cold, oldest, None)
+            nr = self.nr_pages[node]
+            nr[oldest] -= int(young.sum()) + cold.shape[0]
+            nr[self.max_seq[node] & 3] += int(young.sum())
             victims.append(cold)
             got += cold.shape[0]
             if 4 * cold.shape[0] < cand.shape[0]:

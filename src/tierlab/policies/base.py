@@ -56,6 +56,10 @@ class Policy:
     def on_free(self, start: int, end: int) -> None:
         """Pages [start, end) were released."""
 
+    def on_moves(self, pages: np.ndarray, src: np.ndarray, dsts: np.ndarray) -> None:
+        """pages[i] moved from node src[i] to dsts[i] (any migration, the policy's own,
+        reclaim's or a promotion's), after the page map was updated."""
+
     def stats(self) -> dict:
         """Extra per-run metrics for the record."""
         return {}
