@@ -9,12 +9,18 @@ counters). While the pid lives, every interval prints one JSON line:
 
     {"t": s since first sample, "uptime": s, "maps_uptime": s (the page walk's middle),
      "counters_uptime": s (when the counters were read), "hot": {"N0": pages, "N1": pages},
-     "cold": {...}, "vmstat": {"pgpromote_success": n, "pgdemote_kswapd": n, ...}}
+     "cold": {...}, "all": {...}, "vmstat": {"pgpromote_success": n, "pgdemote_kswapd": n, ...},
+     "free": {"N0": pages, ...}, "sched": {"numa_scan_seq": n, "runtime_ms": ms},
+     "lru_gen": {"N0": [[seq, age_ms, anon pages], ...], ...}}
 
 Page counts come from /proc/PID/numa_maps (4 KiB pages, summed over every VMA that starts
-inside the range, so a range split by mbind/madvise still adds up); vmstat values are the
-absolute /proc/vmstat counters. Standard library only: runs on the guest's python and on
-the host.
+inside the range, so a range split by mbind/madvise still adds up; "all": every VMA);
+vmstat values are the absolute /proc/vmstat counters; "free" each node's MemFree
+(/sys/devices/system/node/nodeN/meminfo); "sched" the process's NUMA-scan passes over its
+address space (mm->numa_scan_seq) and CPU time (se.sum_exec_runtime), from
+/proc/PID/sched; "lru_gen" the multi-gen LRU's generations of each node, oldest first,
+summed over memcgs (/sys/kernel/debug/lru_gen), when debugfs shows it. Standard library
+only: runs on the guest's python and on the host.
 """
 from __future__ import annotations
 
@@ -71,6 +77,75 @@ def parse_numa_maps(text: str, ranges: dict, nodes=()) -> dict:
                 for node, n in _NODE.findall(line):
                     counts["N" + node] = counts.get("N" + node, 0) + int(n)
     return out
+
+
+def node_totals(text: str, nodes=()) -> dict:
+    """{"N0": pages, ...} over every VMA of a numa_maps text."""
+    out = {f"N{n}": 0 for n in nodes}
+    for node, n in _NODE.findall(text):
+        out["N" + node] = out.get("N" + node, 0) + int(n)
+    return out
+
+
+def read_free(nodes, root: str = "/sys/devices/system/node") -> dict:
+    """{"N0": free pages, ...} from each node's meminfo (MemFree, kB)."""
+    out = {}
+    for n in nodes:
+        try:
+            with open(f"{root}/node{n}/meminfo") as f:
+                for line in f:
+                    if "MemFree:" in line:
+                        out[f"N{n}"] = int(line.split()[-2]) // 4
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def parse_sched(text: str) -> dict:
+    """{"numa_scan_seq": n, "runtime_ms": ms} of a /proc/PID/sched text (those it shows)."""
+    out = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        k = k.strip()
+        try:
+            if k == "mm->numa_scan_seq":
+                out["numa_scan_seq"] = int(v)
+            elif k == "se.sum_exec_runtime":
+                out["runtime_ms"] = float(v)
+        except ValueError:
+            continue
+    return out
+
+
+def read_sched(pid: int) -> dict:
+    try:
+        with open(f"/proc/{pid}/sched") as f:
+            return parse_sched(f.read())
+    except OSError:
+        return {}
+
+
+def parse_lru_gen(text: str) -> dict:
+    """{"N0": [[seq, age_ms, anon], ...], ...} from /sys/kernel/debug/lru_gen: every
+    memcg's generations of a node, summed by seq (one memcg in the guest)."""
+    out, node = {}, None
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) == 2 and f[0] == "node":
+            node = out.setdefault(f"N{f[1]}", {})
+        elif node is not None and len(f) >= 3 and f[0].isdigit():
+            seq = int(f[0])
+            age, anon = node.get(seq, (0, 0))
+            node[seq] = (max(age, int(f[1])), anon + int(f[2].rstrip("x")))
+    return {k: [[s, a, n] for s, (a, n) in sorted(v.items())] for k, v in out.items()}
+
+
+def read_lru_gen(path: str = "/sys/kernel/debug/lru_gen") -> dict | None:
+    try:
+        with open(path) as f:
+            return parse_lru_gen(f.read())
+    except OSError:
+        return None
 
 
 DAMON = "/sys/kernel/mm/damon/admin/kdamonds"
@@ -164,7 +239,13 @@ def main(argv=None) -> int:
         rec.update(t=round(now - t0, 3), uptime=uptime())
         rec["maps_uptime"] = round((before + rec["uptime"]) / 2, 3)
         rec.update(parse_numa_maps(text, ranges, nodes))
+        rec["all"] = node_totals(text, nodes)
         rec["vmstat"] = read_vmstat()
+        rec["free"] = read_free(nodes)
+        rec["sched"] = read_sched(pid)
+        gens = read_lru_gen()
+        if gens is not None:
+            rec["lru_gen"] = gens
         if a.damos:
             # update_schemes_stats waits for the kdamond (busy while it migrates): the
             # counters are as of `counters_uptime`, when it answered

@@ -19,12 +19,16 @@ VMKEYS='pgpromote_success|pgpromote_candidate|pgdemote_kswapd|pgdemote_direct|pg
 vmstat_json() {
   awk -v re="^($VMKEYS)\$" 'BEGIN{printf "{"; n=0} $1 ~ re {printf "%s\"%s\":%s", (n++?",":""), $1, $2} END{printf "}"}' /proc/vmstat
 }
-# {"N0":{"cpus":"0-1","total_mib":..,"free_mib":..},...}
+# {"N0":{"cpus":"0-1","total_mib":..,"free_mib":..,"lru_kb":{"anon":..,"file":..,
+# "unevictable":..,"shmem":..}},...}: lru_kb from the node's meminfo (Active+Inactive)
 nodes_json() {
   _o=; for n in /sys/devices/system/node/node[0-9]*; do
     _id=${n##*/node}
     _t=$(awk '/MemTotal/ {print int($4/1024)}' $n/meminfo); _f=$(awk '/MemFree/ {print int($4/1024)}' $n/meminfo)
-    _o="$_o${_o:+,}\"N$_id\":{\"cpus\":$(jstr "$(cat $n/cpulist)"),\"total_mib\":$_t,\"free_mib\":$_f}"
+    _l=$(awk '$3 ~ /^(Active|Inactive)\(anon\):$/ {a+=$4} $3 ~ /^(Active|Inactive)\(file\):$/ {f+=$4}
+      $3 == "Unevictable:" {u=$4} $3 == "Shmem:" {s=$4}
+      END {printf "{\"anon\":%d,\"file\":%d,\"unevictable\":%d,\"shmem\":%d}", a, f, u, s}' $n/meminfo)
+    _o="$_o${_o:+,}\"N$_id\":{\"cpus\":$(jstr "$(cat $n/cpulist)"),\"total_mib\":$_t,\"free_mib\":$_f,\"lru_kb\":$_l}"
   done; echo "{$_o}"
 }
 # {"0":{"managed":pages,"min":..,"low":..,"high":..},...}: each node's watermarks summed over
