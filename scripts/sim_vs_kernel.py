@@ -21,7 +21,8 @@ Every case uses one machine calibration: node 0 is the guest's node 0, the free 
 the workload found its room and the rest held by others, the kernel's watermarks and
 demotion switch, QEMU's HMAT latencies and bandwidths, the guest's copy speed,
 hint-fault, first-touch and PTE-scan costs (`--migrate-bw`, `--hint-fault-us`,
-`--first-touch-us`, `--pte-ns`); nothing is tuned per case. Writes README.md (one table
+`--first-touch-us`, `--pte-ns`, `--pte-slot-ns`), and the pages on node 0's LRU lists
+before the workload started (`idle_pages`); nothing is tuned per case. Writes README.md (one table
 of the gaps, then a section per case), CASE.png and data.json to --out.
 """
 from __future__ import annotations
@@ -56,16 +57,21 @@ MOVING = dict(windows=3, hot_mib=64, move_ms=10000, seconds=40)
 #: MiB touched against node 0's ~310 MiB free), 50,000 accesses a copy per window
 REPLAY = dict(trace="redis-ycsb-zipfian", copies=24, per_window=50000, hot_pages=9000,
               seconds=120)
-#: the guest's calibration, the --migrate-bw, --hint-fault-us, --first-touch-us and
-#: --pte-ns defaults: one migrating thread's copy speed (MiB/s: tierlab exec in
+#: the guest's calibration, the --migrate-bw, --hint-fault-us, --first-touch-us, --pte-ns
+#: and --pte-slot-ns defaults: one migrating thread's copy speed (MiB/s: tierlab exec in
 #: tests/guest moved 77,807 pages in 5.9 s of migration CPU), a NUMA hint fault's cost
 #: (us: TCG runs the kernel ~10-30x slower than hardware's 1-2 us), a page's first touch
 #: (us: the median of hotcold's fill time per page over 46 guest runs, 11-54 us,
 #: 2026-12-05/06: its `ready` event's fill_s over its pages) and a PTE's change of
 #: protection (ns: the median of 7 smoke runs' mprotect over 64 MiB of present PTEs,
-#: 136-195 ns, 2026-12-06: the change_protection walk NUMA balancing's scan does; split
-#: between the walk and the update as the simulator's defaults are, 20:50, `pte_costs`)
-MIGRATE_BW_MIB, HINT_FAULT_US, FIRST_TOUCH_US, PTE_NS = 51.0, 10.0, 32.0, 144.0
+#: 136-195 ns, 2026-12-06: the change_protection NUMA balancing's scan does, walk
+#: included) and the NUMA scan's walk of one PTE slot (ns: kernel-replay's fill, 3 guest
+#: runs of 2026-12-06, where no PTE changes and nothing faults or demotes: a pass over
+#: the replayer's address space, one task_numa_work, every 3.70 s of its runtime, so by
+#: the overhead cap (period 500 ms, task_scan_start, + 2 ticks + 32 x the pass's cost) a
+#: pass costs 99.7 ms, over its 624 PTE tables, 319,488 slots)
+MIGRATE_BW_MIB, HINT_FAULT_US, FIRST_TOUCH_US, PTE_NS, PTE_SLOT_NS = \
+    51.0, 10.0, 32.0, 144.0, 312.0
 #: the kernel cases' scan and promotion-filter counters (/proc/vmstat), kept beside the
 #: simulator's own (hint faults taken, PTEs made PROT_NONE, pages past the hot threshold)
 SCAN_COUNTERS = dict(hint_faults="numa_hint_faults", pte_updates="numa_pte_updates",
@@ -169,6 +175,7 @@ def guest_data(case: Case, run) -> dict:
         t_on = max(run.one("tiering-on")["uptime"], ready["uptime"] if kind == "replay" else 0)
     g = dict(case=case.name, log=str(run.log_path), sizes=run.one("sizes"),
              zoneinfo=(run.one("zoneinfo") or {}).get("nodes"),
+             nodes_before=(run.one("nodes-before") or {}).get("nodes"),
              knobs=run.one("kernel-tiering-knobs"), ready=ready,
              ops=int(done["ops"]), run_s=float(done.get("run_s") or done["seconds"]),
              write_share=float(done["writes"]) / max(done["ops"], 1))
@@ -212,7 +219,23 @@ def guest_data(case: Case, run) -> dict:
     if case.tiering == "kernel":  # the scanner's and the promotion filter's own counts
         for key, name in SCAN_COUNTERS.items():
             g[key] = [v[name] - v0[name] for v in vm]
+        g.update(kernel_state(samples))
     return g
+
+
+def kernel_state(samples: list) -> dict:
+    """The kernel's state beside its counters, where the guest's sampler read it: the
+    workload's NUMA-scan passes over its address space (mm->numa_scan_seq) and CPU
+    seconds, from the first sample, and node 0's multi-gen LRU agings (max_seq)."""
+    sched = [s.get("sched") or {} for s in samples]
+    out = {}
+    if all("numa_scan_seq" in x for x in sched):
+        out["scan_passes"] = [x["numa_scan_seq"] - sched[0]["numa_scan_seq"] for x in sched]
+        out["runtime_s"] = [round(x.get("runtime_ms", 0) / 1000, 3) for x in sched]
+    gens = [(s.get("lru_gen") or {}).get("N0") for s in samples]
+    if all(gens):
+        out["agings"] = [g[-1][0] - gens[0][-1][0] for g in gens]
+    return out
 
 
 # -- the simulator --------------------------------------------------------------------
@@ -261,6 +284,15 @@ def others_pages(g: dict, machine: Machine) -> int:
     less the workload's room, taken from the mirror's free memory for the whole run
     (`Memory.held`, frames that take capacity but are not the process's)."""
     return max(machine.tiers[0].capacity_pages - room_bytes(g) // PAGE, 0)
+
+
+def idle_pages(g: dict) -> int:
+    """Of those, the pages on node 0's LRU lists before the workload started (the
+    guest's rootfs is the initramfs in tmpfs: shmem pages on the anon LRU, ~120 MiB):
+    nobody touches them again, so reclaim demotes them before the workload's
+    (`Memory.idle`). 0 when the guest did not report them."""
+    lru = ((g.get("nodes_before") or {}).get("N0") or {}).get("lru_kb") or {}
+    return (lru.get("anon", 0) + lru.get("file", 0)) * 1024 // PAGE
 
 
 def masim_config(g: dict, path: Path, windows: int = 1, move_ms: float = 0) -> Path:
@@ -315,20 +347,13 @@ def trace_path(case: Case) -> Path:
 
 
 def calibration(migrate_bw_mib: float = MIGRATE_BW_MIB, hint_fault_us: float = HINT_FAULT_US,
-                first_touch_us: float = FIRST_TOUCH_US, pte_ns: float = PTE_NS) -> dict:
+                first_touch_us: float = FIRST_TOUCH_US, pte_ns: float = PTE_NS,
+                pte_slot_ns: float = PTE_SLOT_NS) -> dict:
     """The mirrored machine's copy speed, hint-fault, first-touch and PTE-scan costs
-    (guest_machine's keywords)."""
-    walk, update = pte_costs(pte_ns)
+    (guest_machine's keywords): the scan's walk per PTE slot, its change per PTE."""
     return dict(migrate_bw=migrate_bw_mib * MIB, hint_fault_s=hint_fault_us * 1e-6,
-                first_touch_s=first_touch_us * 1e-6, pte_walk_s=walk, pte_update_s=update)
-
-
-def pte_costs(pte_ns: float) -> tuple[float, float]:
-    """(walk, update) seconds of a PTE whose protection changes in `pte_ns`, split as
-    the simulator's defaults are (Machine.pte_walk_s : pte_update_s = 20 : 50)."""
-    d = Machine.__dataclass_fields__
-    w, u = d["pte_walk_s"].default, d["pte_update_s"].default
-    return pte_ns * 1e-9 * w / (w + u), pte_ns * 1e-9 * u / (w + u)
+                first_touch_s=first_touch_us * 1e-6, pte_walk_s=pte_slot_ns * 1e-9,
+                pte_update_s=pte_ns * 1e-9)
 
 
 def simulate(case: Case, g: dict, out: Path, **machine) -> dict:
@@ -368,6 +393,7 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
     sim = api.simulation(machine=m, workload=wl, policy=sim_policy(case, g),
                          alloc="dram-preferred")
     sim.mem.held[0] += others_pages(g, m)
+    sim.mem.idle[0] = min(idle_pages(g), sim.mem.held[0])
     if case.workload != "replay":
         w = sim.workload
         starts, ends = w.region_start[1:], w.region_end[1:]
@@ -384,7 +410,9 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
     series = {"t": [], "hot_fast": [], "promoted": [], "demoted": []}
     scanner = getattr(sim.policy, "scanner", None) if case.tiering == "kernel" else None
     if scanner is not None:
-        series.update({k: [] for k in SCAN_COUNTERS})
+        series.update({k: [] for k in (*SCAN_COUNTERS, "scan_passes")})
+    if hasattr(sim.policy, "agings"):
+        series["agings"] = []
     base = []
     span = max(g["run_s"] - g["lag"], 1.0)  # the guest's run after the mechanism went on
     done = {}
@@ -412,6 +440,9 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
             series["hint_faults"].append(int(scanner.hf.faults))
             series["pte_updates"].append(int(scanner.ptes_updated))
             series["candidates"].append(int(sim.policy.nr_cand))
+            series["scan_passes"].append(int(scanner.seq))
+        if "agings" in series:
+            series["agings"].append(int(sim.policy.agings))
 
     sim.every(0.5, sample, offset=0.0)
     rec = sim.run()
@@ -620,7 +651,7 @@ sides reached): {", ".join(f"{a} of {b}" for a, b in (x["gaps"].get("seconds", [
 
 ![{name}]({name}.png)
 
-Counters compared at {at} s.
+Counters compared at {at} s.{_state_line(runs)}
 """)
         if g.get("damon_goals"):
             refused = [x["metric"] for x in g["damon_goals"] if not x.get("accepted")]
@@ -651,8 +682,10 @@ exec cases) and the rest is held by others, the kernel's watermarks (/proc/zonei
 and demotion switch (the exec cases run with demotion_enabled off), the same access cost on both nodes (TCG emulates both in host memory),
 the guest's copy speed {calib['migrate_bw_mib']:g} MiB/s, hint-fault cost
 {calib['hint_fault_us']:g} us, first-touch cost {calib.get('first_touch_us', 0):g} us
-and PTE-scan cost {calib.get('pte_ns', 70):g} ns a changed PTE (scripts/sim_vs_kernel.py
-says how they were found); the
+PTE-scan costs {calib.get('pte_slot_ns', 20):g} ns a PTE slot walked and
+{calib.get('pte_ns', 70):g} ns a changed PTE, and node 0's pages on the LRU lists before
+the workload started (the initramfs's tmpfs: reclaim demotes them first, `Memory.idle`)
+(scripts/sim_vs_kernel.py says how they were found); the
 workload's per-op cost makes the simulated run as fast as the guest's. Run it on an idle
 host: under TCG the guest's kernel slows with the host's load, its timers do not. What
 each miss comes from, where it is known: docs/linux.md, "The simulator against the
@@ -663,6 +696,28 @@ kernel".
 {chr(10).join(sections)}
 """
     (out / "README.md").write_text(text)
+
+
+#: the mechanisms' own counts a kernel case shows beside the counters, each side read at
+#: the counters' time: (key in the guest's and the simulator's series, what it counts)
+STATE = (("hint_faults", "NUMA hint faults"), ("pte_updates", "PTEs made PROT_NONE"),
+         ("scan_passes", "scan passes over the address space (numa_scan_seq)"),
+         ("agings", "node 0's multi-gen LRU agings (max_seq)"))
+
+
+def _state_line(runs: list) -> str:
+    """The mechanisms' counts by run, kernel / simulator, where both sides have them."""
+    parts = []
+    for key, what in STATE:
+        have = [r for r in runs if key in r["guest"] and key in r["sim"]]
+        if len(have) < len(runs):
+            continue
+        pairs = []
+        for r in have:
+            g, sm, t = r["guest"], r["sim"], r["gaps"]["at"]
+            pairs.append(f"{_step(g['ct'], g[key], t):,} / {_step(sm['t'], sm[key], t):,}")
+        parts.append(f"{what}: {', '.join(pairs)}")
+    return (" Kernel / simulator by run: " + "; ".join(parts) + ".") if parts else ""
 
 
 def _commit() -> str:
@@ -706,9 +761,12 @@ def main() -> int:
                     help="the guest's cost of a page's first touch (default "
                     f"{FIRST_TOUCH_US:g} us: FIRST_TOUCH_US)")
     ap.add_argument("--pte-ns", type=float, default=PTE_NS, metavar="NS",
-                    help="the guest's cost of one PTE's change of protection, walk and "
-                    f"update (default {PTE_NS:g} ns: PTE_NS; the smoke scenario's "
-                    "ptecost measures it)")
+                    help="the guest's cost of one PTE's change of protection (default "
+                    f"{PTE_NS:g} ns: PTE_NS; the smoke scenario's ptecost measures it)")
+    ap.add_argument("--pte-slot-ns", type=float, default=PTE_SLOT_NS, metavar="NS",
+                    help="the guest's NUMA scan's walk of one PTE slot (default "
+                    f"{PTE_SLOT_NS:g} ns: PTE_SLOT_NS, from the scan's passes in "
+                    "kernel-replay's fill)")
     a = ap.parse_args()
     if a.repeats < 1:
         ap.error(f"--repeats {a.repeats}: give 1 or more")
@@ -735,8 +793,9 @@ def main() -> int:
         print(f"wrote {out / 'README.md'}")
         return 0
     calib = dict(migrate_bw_mib=a.migrate_bw, hint_fault_us=a.hint_fault_us,
-                 first_touch_us=a.first_touch_us, pte_ns=a.pte_ns)
-    machine = calibration(a.migrate_bw, a.hint_fault_us, a.first_touch_us, a.pte_ns)
+                 first_touch_us=a.first_touch_us, pte_ns=a.pte_ns, pte_slot_ns=a.pte_slot_ns)
+    machine = calibration(a.migrate_bw, a.hint_fault_us, a.first_touch_us, a.pte_ns,
+                          a.pte_slot_ns)
     rev = _commit()
     failed = []
     for name in a.case or list(CASES):
