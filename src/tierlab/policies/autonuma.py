@@ -519,20 +519,24 @@ class AutoNumaTieringMglru(AutoNumaTiering):
       node in one byte per page: (node + 1) << 2 | seq % 4, 0 = none);
     - pages faulted in join the youngest generation (folio_add_lru marks pages added in
       a fault active; lru_gen_add_folio puts active pages in max_seq);
-    - aging (try_to_inc_max_seq) runs on demand, when eviction finds only MIN_NR_GENS
-      generations (should_run_aging); it walks the page tables (`pte-scan`, with the
-      non-leaf PMD accessed bits) and moves pages of this node whose accessed bit is set
-      to max_seq, then opens a new youngest generation (max_seq + 1); with 4 generations
-      already, the oldest is first folded into the next (inc_min_seq);
+    - aging (try_to_inc_max_seq) runs when eviction finds only MIN_NR_GENS generations,
+      or MIN_NR_GENS + 1 of which the youngest holds over half the node's pages or the
+      oldest under a quarter (should_run_aging, on `nr_pages`, lrugen->nr_pages; kswapd's
+      priority is below DEF_PRIORITY, set_initial_priority); it walks the page tables
+      (`pte-scan`, with the non-leaf PMD accessed bits) and moves pages of this node whose
+      accessed bit is set to max_seq, then opens a new youngest generation (max_seq + 1);
+      with 4 generations already, the oldest is first folded into the next (inc_min_seq);
     - eviction (evict_folios) takes pages of the oldest generation (min_seq); a page
       whose PTE was accessed since the last walk (folio_referenced / look-around) moves
       to the youngest generation, the others are reclaimed, i.e. demoted; when the
       oldest generation is empty, min_seq advances.
-    - a page arriving by migration joins its new node at max_seq - 1 (inactive anon) or
-      max_seq if accessed (the page was active): applied lazily at that node's next
-      aging walk, which gives the same generation since neither eviction nor aging can
-      reach it earlier (eviction needs 3 generations, so max_seq - 1 is never oldest
-      before an aging).
+    - a page arriving by migration joins its new node at max_seq if it was active on the
+      old one (its generation max_seq or max_seq - 1 there: lru_gen_del_folio keeps
+      PG_active when not reclaiming), else at max_seq - 1 (inactive anon,
+      lru_gen_add_folio); reclaim's victims are isolated without a generation, so they
+      arrive inactive (`on_moves`). A victim whose demotion failed stays on its node
+      without a generation until the next walk gives it max_seq - 1 (the kernel puts a
+      rejected folio in max_seq).
     Simplifications: anon pages only (no file/anon split, no tiers/refault feedback,
     no PID controller); eviction scans the oldest generation in address order from a
     per-node hand (over a bitmap per seq % 4, `slots`, so it reads only that
@@ -600,7 +604,9 @@ class AutoNumaTieringMglru(AutoNumaTiering):
         for s in range(MAX_NR_GENS):
             self.slots.move(pages[(old != 0) & (old & 3 == s)], s, None)
             self.slots.move(pages[(new & 3) == s], None, s)
-        np.add.at(self.nr_pages, (dsts.astype(np.int64), seq & 3), 1)
+        k = self.nr_pages.shape[0]
+        self.nr_pages += np.bincount(dsts.astype(np.int64) * MAX_NR_GENS + (seq & 3),
+                                     minlength=k * MAX_NR_GENS).reshape(k, MAX_NR_GENS)
 
     def recount(self, node: int) -> None:
         """`nr_pages` of `node` from the slot bitmaps and the node's page bitmap."""
