@@ -289,8 +289,10 @@ def others_pages(g: dict, machine: Machine) -> int:
 def idle_pages(g: dict) -> int:
     """Of those, the pages on node 0's LRU lists before the workload started (the
     guest's rootfs is the initramfs in tmpfs: shmem pages on the anon LRU, ~120 MiB):
-    nobody touches them again, so reclaim demotes them before the workload's
-    (`Memory.idle`). 0 when the guest did not report them."""
+    nobody touches them again, so reclaim demotes them before the workload's and a
+    paddr DAMON finds them cold (`Memory.idle`; not in the exec cases, whose reclaim
+    is off and whose DAMON watches the workload's virtual addresses). 0 when the guest
+    did not report them."""
     lru = ((g.get("nodes_before") or {}).get("N0") or {}).get("lru_kb") or {}
     return (lru.get("anon", 0) + lru.get("file", 0)) * 1024 // PAGE
 
@@ -393,7 +395,8 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
     sim = api.simulation(machine=m, workload=wl, policy=sim_policy(case, g),
                          alloc="dram-preferred")
     sim.mem.held[0] += others_pages(g, m)
-    sim.mem.idle[0] = min(idle_pages(g), sim.mem.held[0])
+    if case.tiering != "exec":  # what the kernel's reclaim and paddr DAMON see
+        sim.mem.idle[0] = min(idle_pages(g), sim.mem.held[0])
     if case.workload != "replay":
         w = sim.workload
         starts, ends = w.region_start[1:], w.region_end[1:]

@@ -494,6 +494,37 @@ def test_without_goals_every_window_gets_the_size_quota():
     assert cold.sz_applied > 0 and all(w[1] <= 64 * 1024 for w in cold.windows)
 
 
+def test_migrate_cold_takes_idle_frames_first():
+    """Others' idle frames on the fast node (`Memory.idle`: a tmpfs nobody reads) are, to
+    paddr DAMON, cold and the oldest: migrate_cold's quota takes them before the
+    workload's pages, counted as its own migrations; with none idle, it takes the
+    workload's cold pages (goals off: the size quota every window)."""
+    m = small_machine(dram_pages=4096, slow_pages=32768)
+    got = {}
+    for idle in (0, 300):
+        pol = DamonTiering(goals="off", goal_offset="none", quota="256KiB")
+        sim = Simulation(m, tiering_workload(), pol, ALLOCS.create("dram-preferred"),
+                         seed=0)
+        sim.mem.held[0] += idle
+        sim.mem.idle[0] = idle
+        pol_moves = []
+        sim.every(0.05, lambda now, s=sim, p=pol_moves: p.append(
+            (int(s.mem.idle[0]), int(s.stats.by_reason.get("damos_migrate_cold", 0)))),
+            offset=0.0)
+        rec = sim.run()
+        cold = [x for x in pol.schemes if x.action == "migrate_cold"][0]
+        got[idle] = (rec, cold, pol_moves, sim)
+    rec, cold, moves, sim = got[300]
+    assert sim.mem.idle[0] == 0 and sim.mem.idle[1] == 300
+    assert all(w[1] <= 256 * 1024 for w in cold.windows)
+    # no page of the workload is demoted before every idle frame is
+    first = next(i for i, (left, _) in enumerate(moves) if left == 0)
+    assert moves[first][1] >= 300 and all(n == 300 - left for left, n in moves[:first])
+    assert rec["migrations_by_reason"]["damos_migrate_cold"] == cold.sz_applied // PAGE
+    base = got[0][1]
+    assert base.sz_applied > 0 and sim.stats.demotions >= 300
+
+
 def test_multi_tier_scheme_layout():
     m = small_machine(dram_pages=4096, slow_pages=32768, tiers=4)
     layouts = {}

@@ -107,7 +107,8 @@ class PolicyView:
         # actions and scheduling
         "free", "capacity", "node_of", "rng_for", "scaled_bytes", "migrate",
         "tier_counters", "tier_writes", "migrate_tpm", "shadow_frames",
-        "migrate_range", "migrate_ranges", "exchange", "reclaim", "every", "charge_cpu", "stall",
+        "migrate_range", "migrate_ranges", "exchange", "reclaim", "demote_idle", "every",
+        "charge_cpu", "stall",
         # allocation policies place first touches with it
         "_place_upto",
         # the Linux backend's (absent here: AttributeError, as getattr expects)

@@ -394,7 +394,7 @@ class Simulation(PolicyBackend):
         machine's demotion_enabled is off (can_demote). Idle frames of others
         (`Memory.idle`) go before any victim."""
         lower = self.machine.lower(node) if self.machine.demotion_enabled else None
-        moved = self._reclaim_idle(node, lower, n, direct) if lower is not None else 0
+        moved = self.demote_idle(node, lower, n, direct) if lower is not None else 0
         while lower is not None and moved < n:
             want = n - moved
             victims = self.policy.select_victims(node, want)
@@ -421,11 +421,12 @@ class Simulation(PolicyBackend):
             self.stats.reclaim_pages += got
         return moved
 
-    def _reclaim_idle(self, node: int, lower: int, n: int, direct: bool) -> int:
+    def demote_idle(self, node: int, lower: int, n: int, sync: bool = False,
+                    reason: str = "reclaim") -> int:
         """Demote up to n of `node`'s idle frames (`Memory.idle`: never accessed, so the
         oldest on every LRU, the multi-gen LRU's oldest generation and the inactive
-        tail alike) to `lower`, as far as it has room above its min watermark: a copy
-        like any demotion's, no rate moves."""
+        tail alike, and cold to a physical-address DAMON) to `lower`, as far as it has
+        room above its min watermark: a copy like any demotion's, no rate moves."""
         mem = self.mem
         k = int(min(n, mem.idle[node], max(mem.free[lower] - mem.wmark_min[lower], 0)))
         if k <= 0:
@@ -434,11 +435,12 @@ class Simulation(PolicyBackend):
             mem.idle[v] += d
             mem.held[v] += d
         self.stats.demotions += k
-        self.stats.reclaim_pages += k
+        if reason == "reclaim":
+            self.stats.reclaim_pages += k
         self.stats.migrated_bytes += k * PAGE
         self._copy[[node, lower]] += k * float(PAGE)
-        self.stats.by_reason["reclaim"] = self.stats.by_reason.get("reclaim", 0) + k
-        self._charge_copy(k, direct, copies=1)
+        self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + k
+        self._charge_copy(k, sync, copies=1)
         return k
 
     # ------------------------------------------------------------------ internals

@@ -67,7 +67,10 @@ Simulator mapping and assumptions (documented choices):
   paddr region would hold only those), and its size in the pattern, histogram and
   quota is the number of those pages. A region without such pages is not a target.
   Unlike paddr, all schemes share one set of regions (and one max_nr_accesses
-  threshold); an applied region's age reset covers its pages on every node.
+  threshold); an applied region's age reset covers its pages on every node. Other
+  processes' idle frames on a node (`Memory.idle`, e.g. a tmpfs nobody reads) are, to
+  paddr, a region never found accessed and the oldest: migrate_cold takes them first
+  (`_cold_idle`).
 - schemes run at aggregation boundaries (apply interval rounded up to a multiple of the
   aggregation interval), scheme by scheme in list order over all regions (the kernel
   walks regions and applies every due scheme to each in turn: the same except that a
@@ -438,6 +441,27 @@ class DamonTiering(Policy):
         if mem.free[node] < mem.wmark_low[node] and self.sim.machine.lower(node) is not None:
             self.sim.reclaim(node, int(mem.wmark_high[node] - mem.free[node]))
 
+    def _cold_idle(self, s: "Scheme") -> bool:
+        """paddr: others' idle frames on the source node (`Memory.idle`) are a region no
+        sample finds accessed (damon_folio_young: an unmapped folio that
+        damon_folio_mkold left idle) and the oldest, so migrate_cold's quota takes them
+        before any of the workload's regions. They move at once (not through the
+        kdamond's copy queue), the copy charged. True when the quota is used up."""
+        demote = getattr(self.sim, "demote_idle", None)
+        idle = getattr(self.sim.mem, "idle", None)
+        if demote is None or idle is None or idle[s.src] <= 0:
+            return False
+        n = int(idle[s.src])
+        if s.esz:
+            n = min(n, int(s.esz - s.charged_sz) // PAGE)
+        moved = demote(s.src, s.dst, n, reason=f"damos_{s.action}")
+        if moved:
+            s.charged_sz += moved * PAGE
+            s.nr_tried += 1
+            s.sz_tried += moved * PAGE
+            self._applied(s, moved)
+        return bool(s.esz) and s.esz - s.charged_sz < PAGE
+
     @staticmethod
     def _applied(s: "Scheme", moved: int) -> None:
         if moved:
@@ -481,6 +505,8 @@ class DamonTiering(Policy):
     def _apply_scheme(self, s: Scheme, mon: Damon, now: float) -> None:
         if s.quota_sz and s.esz - s.charged_sz < PAGE:
             return  # nothing can be charged this window (ALIGN_DOWN(esz - charged) == 0)
+        if s.action == "migrate_cold" and self._cold_idle(s):
+            return
         # damos_skip_charged_region: resume after the last charged address
         resume = s.charge_addr_from
         s.charge_addr_from = None
