@@ -414,7 +414,7 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
     scanner = getattr(sim.policy, "scanner", None) if case.tiering == "kernel" else None
     if scanner is not None:
         series.update({k: [] for k in (*SCAN_COUNTERS, "scan_passes")})
-    if hasattr(sim.policy, "agings"):
+    if scanner is not None:  # the kernel cases run the multi-gen LRU model
         series["agings"] = []
     base = []
     span = max(g["run_s"] - g["lag"], 1.0)  # the guest's run after the mechanism went on
@@ -445,7 +445,7 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
             series["candidates"].append(int(sim.policy.nr_cand))
             series["scan_passes"].append(int(scanner.seq))
         if "agings" in series:
-            series["agings"].append(int(sim.policy.agings))
+            series["agings"].append(int(getattr(sim.policy, "agings", 0)))
 
     sim.every(0.5, sample, offset=0.0)
     rec = sim.run()
