@@ -763,9 +763,21 @@ class _DeferredSignals:
             raise Interrupted("interrupted", self.signum)
 
 
+def _feeder_error_dropped(e: BaseException, obj) -> None:
+    """A queue feeder's error while a stopped pool's pipes close (`_stop_pool`)."""
+
+
 def _stop_pool(ex: ProcessPoolExecutor) -> None:
     """Stop a process pool now: SIGTERM to every worker, SIGKILL to those still alive
-    after a second, queued runs cancelled: an interrupt stops every worker at once."""
+    after a second, queued runs cancelled: an interrupt stops every worker at once.
+
+    The pool's queue feeder thread may then still send a worker its stop sentinel into
+    a pipe the pool has closed (CPython gh-94777, gh-107219) and print that error's
+    traceback after the sweep's one-line message (1 of ~10 `--jobs 2` interrupts,
+    tests/test_cluster.py): the sweep is ending, so such errors are dropped from here on
+    (multiprocessing.queues.Queue._on_queue_feeder_error, a static method, prints them)."""
+    import multiprocessing.queues
+    multiprocessing.queues.Queue._on_queue_feeder_error = staticmethod(_feeder_error_dropped)
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) \
         if threading.current_thread() is threading.main_thread() else None
     try:
