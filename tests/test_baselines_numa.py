@@ -449,7 +449,7 @@ def test_mglru_arrivals_join_by_their_old_generation():
 def test_mglru_generation_sizes_follow_a_run():
     """`nr_pages` (lrugen->nr_pages) kept through allocation, aging, eviction, promotion
     and demotion equals a count of the generation bytes at the end of a run."""
-    sim = tierlab.api.simulation(machine="optane-2tier", workload="gups:dynamic",
+    sim = tierlab.api.simulation(machine="optane-2tier", workload="gups:dynamic,updates=1.2e9",
                                  policy="autonuma-tiering-mglru", seed=0, scale=SCALE)
     rec = sim.run()
     pol = sim.policy
