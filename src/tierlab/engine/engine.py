@@ -434,12 +434,11 @@ class Simulation(PolicyBackend):
         for v, d in ((node, -k), (lower, k)):
             mem.idle[v] += d
             mem.held[v] += d
-        self.stats.demotions += k
+        counts = np.zeros((2, self.machine.nnodes), np.int64)
+        counts[0, node] = counts[1, lower] = k
+        self._account(k, np.zeros((4, self.machine.nnodes)), counts, 0, 0, reason, True)
         if reason == "reclaim":
             self.stats.reclaim_pages += k
-        self.stats.migrated_bytes += k * PAGE
-        self._copy[[node, lower]] += k * float(PAGE)
-        self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + k
         self._charge_copy(k, sync, copies=1)
         return k
 

@@ -81,6 +81,7 @@ from ..params import parse_flag, parse_nodes
 from ..units import PAGE, parse_duration, parse_size
 from .base import MONITORS, Monitor
 from .primitives import HintFaults
+from .pte_scan import PMD_PAGES
 from .source import RateSource
 from ..jit import kernel
 from .draws import _time_at
@@ -446,19 +447,15 @@ class _PlainHintFaults(HintFaults):
                 self.arm(cand + start, now) if cand.size else 0)
 
 
-#: pages per PTE table (x86-64: 512 PTEs, one PMD entry's 2 MiB)
-PTE_TABLE_PAGES = 512
-
-
 def pte_slots_walked(allocated: np.ndarray, start: int) -> int:
     """PTE slots a walk of pages [start, start + len(allocated)) visits: change_pte_range
     (mm/mprotect.c) loops over every slot of a present PTE table, holes included, and
     change_pmd_range skips a PMD with no table; a table is present where its
-    PTE_TABLE_PAGES-page block holds an allocated page in the range (a step's range
+    PMD_PAGES-page block holds an allocated page in the range (a step's range
     starts and ends on block bounds, but at the address space's end)."""
     if allocated.shape[0] == 0:
         return 0
-    blocks = (np.arange(start, start + allocated.shape[0]) // PTE_TABLE_PAGES)
+    blocks = (np.arange(start, start + allocated.shape[0]) // PMD_PAGES)
     blocks -= blocks[0]
     slots = np.bincount(blocks)
     present = np.bincount(blocks, weights=allocated) > 0
@@ -786,7 +783,7 @@ def poll_faults(pages, works, arm, arm_t, ta, wa, lo: int, now: float, flag):
 @kernel
 def _scan_arm(node, start, end, skip, flag, unalloc, out):
     # a NUMA scan step over pages [start, end): the PTE slots walked counted (every
-    # slot of each PTE_TABLE_PAGES block that holds an allocated page); the pages on
+    # slot of each PMD_PAGES block that holds an allocated page); the pages on
     # a node not skipped and not armed yet (their bit in the bitmap `flag` clear)
     # flagged armed and listed in out, in address order; returns (walked, listed)
     walked = 0
@@ -795,7 +792,7 @@ def _scan_arm(node, start, end, skip, flag, unalloc, out):
     first = start
     present = False
     for p in range(start, end):
-        if p > first and p % PTE_TABLE_PAGES == 0:
+        if p > first and p % PMD_PAGES == 0:
             if present:
                 walked += p - first
             first = p

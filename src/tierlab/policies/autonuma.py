@@ -601,12 +601,16 @@ class AutoNumaTieringMglru(AutoNumaTiering):
         seq = self.max_seq[dsts] - (~active)
         new = (((dsts.astype(np.int64) + 1) << 2) | (seq & 3)).astype(np.uint8)
         self.gen[pages] = new
-        for s in range(MAX_NR_GENS):
-            self.slots.move(pages[(old != 0) & (old & 3 == s)], s, None)
-            self.slots.move(pages[(new & 3) == s], None, s)
+        self._move_slots(pages, old, new)
         k = self.nr_pages.shape[0]
         self.nr_pages += np.bincount(dsts.astype(np.int64) * MAX_NR_GENS + (seq & 3),
                                      minlength=k * MAX_NR_GENS).reshape(k, MAX_NR_GENS)
+
+    def _move_slots(self, pages, old, new) -> None:
+        """The slot bits of pages whose generation byte went from `old` to `new`."""
+        for s in range(MAX_NR_GENS):
+            self.slots.move(pages[(old != 0) & (old & 3 == s)], s, None)
+            self.slots.move(pages[(new != 0) & (new & 3 == s)], None, s)
 
     def recount(self, node: int) -> None:
         """`nr_pages` of `node` from the slot bitmaps and the node's page bitmap."""
@@ -646,10 +650,7 @@ class AutoNumaTieringMglru(AutoNumaTiering):
             new = np.where(young, np.uint8(rule[4]), np.where(mism, np.uint8(rule[5]), cur))
             self.gen[pages] = new
             ch = old != new
-            pages, old, new = pages[ch], old[ch], new[ch]
-            for s in range(MAX_NR_GENS):
-                self.slots.move(pages[(old != 0) & (old & 3 == s)], s, None)
-                self.slots.move(pages[(new != 0) & (new & 3 == s)], None, s)
+            self._move_slots(pages[ch], old[ch], new[ch])
         if fold:
             self.min_seq[node] += 1
         self.max_seq[node] += 1
