@@ -1,11 +1,11 @@
 """Linux's own tiering in the guest (scenarios/tiering.sh, tiering=kernel on hotcold; the
 kernel-hotcold case of scripts/sim_vs_kernel.py): NUMA balancing mode 2
-promotes a 128 MiB hot range from the CPU-less node 1 to node 0 while kswapd demotes cold
-pages from a node 0 filled up to 16 MiB of headroom.
+promotes a 128 MiB hot range from the CPU-less node 1 to node 0 while kswapd demotes idle and
+cold pages from a node 0 filled up to 16 MiB of headroom.
 
 Measured on the 2-core Debian 12 host (TCG, scan_size_mb=1024): >= 90% of the hot range is
 on node 0 4.5-5 s after mode 2 is switched on (6.5-10 s with the kernel's 256 MiB scans) and
-all of it after 6-13 s, in bursts of one per scan; kswapd demotes 26-37k pages (8-12k of
+all of it after 6-13 s, in bursts of one per scan; kswapd demotes 29-50k pages (0-20k of
 them cold pages, the rest idle initramfs pages); pgpromote_success stays within 8 pages of
 the hot pages that moved; the boot takes 30-37 s wall. The bound leaves 3x margin.
 """
@@ -68,15 +68,25 @@ def test_hot_range_promoted_within_the_run(guest_run):
     assert timeline[-1][1] >= MOST, report
 
 
-def test_cold_pages_demoted_to_make_room(guest_run):
+#: node 0's room above its min watermark once filled (scenarios/tiering.sh headroom_mib=16)
+HEADROOM_PAGES = 16 * 256
+
+
+def test_pages_demoted_to_make_room(guest_run):
+    """Promotions into a full node 0 need room, and kswapd makes it by demotion: all but
+    the headroom of the promoted pages were matched by demoted ones. Which pages go is the
+    LRU's choice: idle initramfs pages first (they are older), so the workload's cold
+    pages reach node 1 in some runs (1.7k-20k in 18 runs of 2026-12-06) and in others not
+    at all (a CI run of 7dcacde demoted 0); none gets there but by demotion."""
     init, _, samples = _samples(guest_run)
     last = samples[-1]
     d = harness.vmstat_delta(init, last)
     demoted = d["pgdemote_kswapd"] + d["pgdemote_direct"]
+    promoted = d["pgpromote_success"]
+    assert promoted > HEADROOM_PAGES, d
+    assert demoted + HEADROOM_PAGES >= promoted, (demoted, promoted)
     cold_gain = last["cold"]["N1"] - init["cold"]["N1"]
-    assert cold_gain > 0, (init["cold"], last["cold"])
-    # cold pages reach node 1 only by demotion (the counter also counts idle rootfs pages)
-    assert demoted >= cold_gain, (demoted, cold_gain)
+    assert 0 <= cold_gain <= demoted, (init["cold"], last["cold"], demoted)
 
 
 def test_counters_consistent_with_numa_maps(guest_run):
