@@ -101,6 +101,7 @@ def test_colloid_tpp_hotness_is_hint_fault_latency_alone():
     pages = np.array([10, 20, 1050])
     pol.on_faults(pages, np.array([1.0, 1.0, 1.0]), np.array([2 * th, th / 10, th / 10]),
                   1.0)
+    sim._land(float("inf"))  # the demotion in the faulting thread, once copied
     assert sim.mem.node[pages].tolist() == [0, 1, 1]
     assert pol.colloid_on and pol.demoted_hot == 1 and pol.promoted == 0
 

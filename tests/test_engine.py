@@ -491,6 +491,75 @@ def test_nimble_parallel_copy_shortens_sync_stalls_not_cpu():
     assert cpu["nimble"] == pytest.approx(cpu["linux"], rel=0.05)
 
 
+def test_fault_promotions_land_over_their_stall():
+    """`migrate(sync=True, land_over_stall=True)`: the faulting thread copies one page
+    after another, so the pages land evenly over the stall pending once their copies
+    are charged (the fault handling ahead of them included), in the order given; until then they stay put, their frames on the target are taken, and
+    no other move takes them. Once landed, everything is as after an immediate move."""
+    sim, ref = _fresh(), _fresh()
+    for s in (sim, ref):
+        s.migrate(np.flatnonzero(s.mem.node == 0)[:300], 1)
+    pages = np.flatnonzero(sim.mem.node == 1)[:200]
+    free0, stall0 = sim.mem.free.copy(), sim._stall_pending
+    assert sim.migrate(pages, 0, sync=True, land_over_stall=True) == 200
+    stall = sim._stall_pending - stall0
+    assert stall > 0 and np.all(sim.mem.node[pages] == 1)
+    assert sim.mem.free[0] == free0[0] - 200 and sim.stats.promotions == 0
+    # in flight: not moved again, not exchanged
+    assert sim.migrate(pages, 0, sync=True) == 0 and sim.migrate(pages[:5], 1) == 0
+    assert sim.exchange(pages[:5], np.flatnonzero(sim.mem.node == 0)[:5]) == 0
+    t0 = sim.now
+    sim._advance(t0 + 0.25 * (stall0 + stall), 0.0)  # a quarter of the stall pending
+    sim._land(sim.now)
+    assert np.all(sim.mem.node[pages[:50]] == 0) and np.all(sim.mem.node[pages[50:]] == 1)
+    assert sim.stats.promotions == 50 and sim.mem.free[0] == free0[0] - 200
+    sim._land(np.inf)
+    assert not sim._landing and np.all(sim.mem.node[pages] == 0)
+    check_invariants(sim)
+    assert ref.migrate(pages, 0, sync=True) == 200
+    assert np.array_equal(sim.mem.node, ref.mem.node)
+    assert np.array_equal(sim.mem.free, ref.mem.free)
+    assert sim._stall_pending == pytest.approx(ref._stall_pending, rel=1e-12)
+    for k in ("promotions", "demotions", "migrated_bytes"):
+        assert getattr(sim.stats, k) == getattr(ref.stats, k), k
+
+
+def test_a_page_freed_in_flight_does_not_land():
+    """A page freed while its copy is in flight is dropped at landing and its frame on
+    the target given back; the others land."""
+    from tierlab.workloads.base import Change
+    sim = _fresh()
+    sim.migrate(np.flatnonzero(sim.mem.node == 0)[:300], 1)
+    pages = np.flatnonzero(sim.mem.node == 1)[:100]
+    free0 = sim.mem.free.copy()
+    sim.migrate(pages, 0, sync=True, land_over_stall=True)
+    gone = pages[10:20]
+    sim._apply_change(Change(0, free=np.array([[gone[0], gone[-1] + 1]])))
+    sim._land(np.inf)
+    assert np.all(sim.mem.node[gone] == UNALLOC)
+    kept = np.setdiff1d(pages, gone)
+    assert np.all(sim.mem.node[kept] == 0) and sim.stats.promotions == 90
+    assert sim.mem.free[0] == free0[0] - 90 and sim.mem.held.sum() == 0
+    check_invariants(sim)
+
+
+@pytest.mark.parametrize("policy", ["autonuma-tiering", "tpp", "colloid-tpp"])
+def test_runs_with_fault_promotions_end_with_every_page_landed(policy, monkeypatch):
+    """A run whose policy promotes on hint faults (`autonuma.fault_migrate`) queues its
+    promotions to land over their stalls, and ends with none in flight and the page
+    map, frames and rates consistent."""
+    sim = api.simulation(machine="optane-2tier", workload="gups:hotset,updates=2e9",
+                         policy=policy, alloc="dram-preferred", scale=1 / 256, seed=0)
+    queued = []
+    real = sim._queue_landing
+    monkeypatch.setattr(sim, "_queue_landing", lambda p, *a: (queued.append(len(p)),
+                                                              real(p, *a)))
+    rec = sim.run()
+    assert queued and 0 < sum(queued) <= rec["promotions"]
+    assert not sim._landing and sim.mem.held.sum() == 0
+    check_invariants(sim)
+
+
 def test_exchange_swaps_without_free_space():
     for mover in ("linux", "nimble"):
         sim = _fresh(mover)

@@ -78,6 +78,19 @@ class Stats:
     by_reason: dict = field(default_factory=dict)
 
 
+@dataclass
+class _Landing:
+    """Pages of one synchronous move still being copied (`Simulation._land`): they land
+    evenly over [t0, t1]; `landed` of them have."""
+    pages: np.ndarray
+    cur: np.ndarray
+    dst: int
+    reason: str
+    t0: float
+    t1: float
+    landed: int = 0
+
+
 class Simulation(PolicyBackend):
     """One run of one workload on one machine under one policy and allocation policy."""
 
@@ -125,6 +138,9 @@ class Simulation(PolicyBackend):
         #: a co-runner's share of each node's bandwidth (machine.antagonist)
         self._antagonist = np.array([machine.antagonist.get(i, 0.0) for i in range(k)])
         self._stall_pending = 0.0
+        #: synchronous moves landing page by page over the stall of the threads that
+        #: copy them (`migrate(..., land_over_stall=True)`, `_land`), oldest first
+        self._landing: list[_Landing] = []
         self._set_up = False  # the first change (the set-up) applied
         self._timers: list = []
         self._seq = 0
@@ -211,7 +227,8 @@ class Simulation(PolicyBackend):
         if self._spare_cores <= 0:
             self.stall(seconds if steal is None else steal)
 
-    def migrate(self, pages, dst: int, sync: bool = False, reason: str = "") -> int:
+    def migrate(self, pages, dst: int, sync: bool = False, reason: str = "",
+                land_over_stall: bool = False) -> int:
         """Move pages to node `dst` as move_pages(2) would; returns pages moved.
 
         Pages that are unallocated or already on `dst` are skipped; the move stops at
@@ -220,9 +237,17 @@ class Simulation(PolicyBackend):
         when `sync` (migration in the faulting thread's context); every batch of
         `batch_pages` costs one TLB shootdown, which stalls all application threads;
         the copy's traffic loads both nodes' bandwidth.
+
+        `land_over_stall` (with `sync`): the faulting threads copy the pages one after
+        another, as hint faults promote (do_numa_page -> migrate_misplaced_folio, one
+        folio per fault, mm/memory.c), so each page lands when its copy is done, evenly
+        over the stall the copies add, not all at the call (`_land`). Until then it
+        stays on its node, its frame on `dst` is taken (`Memory.held`) and no other
+        move takes it (the kernel's isolated folio).
         """
         pages, cur = self._movable(pages, dst)
-        return self._migrate_movable(pages, cur, dst, sync, reason)
+        return self._migrate_movable(pages, cur, dst, sync, reason,
+                                     land=sync and land_over_stall)
 
     def migrate_ranges(self, starts, ends, dst: int, sync: bool = False,
                        reason: str = "") -> int:
@@ -231,7 +256,7 @@ class Simulation(PolicyBackend):
         instead of listing every page, deduplicating and filtering the list."""
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
-        if not disjoint_ranges(starts, ends):
+        if self._landing or not disjoint_ranges(starts, ends):
             return super().migrate_ranges(starts, ends, dst, sync, reason)
         if self.shadows is not None:
             pages, cur = range_movable(self.mem.node, starts, ends, dst)
@@ -247,7 +272,8 @@ class Simulation(PolicyBackend):
             self._charge_copy(n, sync, copies=1)
         return n
 
-    def _migrate_movable(self, pages, cur, dst: int, sync: bool, reason: str) -> int:
+    def _migrate_movable(self, pages, cur, dst: int, sync: bool, reason: str,
+                         land: bool = False) -> int:
         """`migrate` after `_movable`: pages (distinct, allocated, not on dst) on cur."""
         remapped = 0
         if self.shadows is not None and len(pages):
@@ -259,16 +285,55 @@ class Simulation(PolicyBackend):
         if room <= 0 or len(pages) == 0:
             return remapped
         pages, cur = pages[:room], cur[:room]
+        if land and not self.policy.free_migrations:
+            self._charge_copy(len(pages), True, copies=1)
+            self._queue_landing(pages, cur, dst, reason)
+            return remapped + len(pages)
         self._relocate(pages, cur, np.full(len(pages), dst, dtype=np.uint8), reason)
         self._charge_copy(len(pages), sync, copies=1)
         return remapped + len(pages)
+
+    def _queue_landing(self, pages, cur, dst: int, reason: str) -> None:
+        """Pages whose copies were just charged as a stall land evenly from the end of
+        the batches ahead of them to the end of the stall now pending; their frames on
+        `dst` are held meanwhile."""
+        t0 = max([self.now] + [b.t1 for b in self._landing[-1:]])
+        t1 = max(self.now + self._stall_pending, t0)
+        self.mem.held[dst] += len(pages)
+        self._landing.append(_Landing(pages, cur, int(dst), reason, t0, t1))
+
+    def _land(self, now: float) -> None:
+        """Relocate the queued synchronous moves whose copies are done by `now`. A page
+        freed or moved meanwhile (only a free or a teleport can) is dropped, and its
+        held frame given back."""
+        while self._landing:
+            b = self._landing[0]
+            n = len(b.pages)
+            due = n if now >= b.t1 else int(n * max(now - b.t0, 0.0) / (b.t1 - b.t0))
+            if due > b.landed:
+                p, c = b.pages[b.landed:due], b.cur[b.landed:due]
+                b.landed = due
+                self.mem.held[b.dst] -= len(p)
+                ok = self.mem.node[p] == c
+                if ok.any():
+                    self._relocate(p[ok], c[ok], np.full(int(ok.sum()), b.dst, np.uint8),
+                                   b.reason)
+            if b.landed < n:
+                return
+            self._landing.pop(0)
+
+    def _in_flight(self, pages) -> np.ndarray:
+        """Which of `pages` are queued to land (`_land`) and not landed yet."""
+        if not self._landing:
+            return np.zeros(len(pages), dtype=bool)
+        return np.isin(pages, np.concatenate([b.pages[b.landed:] for b in self._landing]))
 
     def _movable(self, pages, dst: int):
         """The pages of a move request that can move (allocated, not on `dst`, each
         once, in the caller's order) and their nodes."""
         pages = unique_in_order(np.asarray(pages, dtype=np.int64))
         cur = self.mem.node[pages]
-        keep = (cur != UNALLOC) & (cur != dst)
+        keep = (cur != UNALLOC) & (cur != dst) & ~self._in_flight(pages)
         return pages[keep], cur[keep]
 
     def _shadow_moves(self, pages, cur, dst: int, reason: str):
@@ -354,7 +419,8 @@ class Simulation(PolicyBackend):
         n = min(len(a), len(b))
         a, b = a[:n], b[:n]
         na, nb = self.mem.node[a], self.mem.node[b]
-        ok = (na != UNALLOC) & (nb != UNALLOC) & (na != nb)
+        ok = (na != UNALLOC) & (nb != UNALLOC) & (na != nb) & ~self._in_flight(a) \
+            & ~self._in_flight(b)
         a, b, na, nb = a[ok], b[ok], na[ok], nb[ok]
         both = np.concatenate((a, b))
         if len(unique_in_order(both)) != len(both):
@@ -375,7 +441,7 @@ class Simulation(PolicyBackend):
         if len(unique_in_order(pages)) != len(pages):
             raise ValueError("teleport: a page is listed twice")
         cur = self.mem.node[pages]
-        keep = (cur != UNALLOC) & (cur != dsts)
+        keep = (cur != UNALLOC) & (cur != dsts) & ~self._in_flight(pages)
         pages, dsts, cur = pages[keep], dsts[keep], cur[keep]
         k = self.machine.nnodes
         used = self.mem.used - np.bincount(cur, minlength=256)[:k] \
@@ -688,6 +754,8 @@ class Simulation(PolicyBackend):
         while self.work < total * (1 - 1e-12):
             if self.now > self.max_sim_seconds:
                 raise TierlabError(f"run exceeded {self.max_sim_seconds} simulated seconds")
+            if self._landing:
+                self._land(self.now)
             if self._stall_pending > 0:
                 t_stop = min(self._timers[0][0] if self._timers else math.inf,
                              nxt_t.at if nxt_t is not None else math.inf, next_metric)
@@ -731,6 +799,7 @@ class Simulation(PolicyBackend):
                 next_metric = self.now + metric_dt
                 if self.progress is not None:
                     self.progress(self.work / total)
+        self._land(math.inf)  # a stall cut short by the end of the work
         self._record()
         if self.progress is not None:
             self.progress(1.0)

@@ -302,10 +302,12 @@ class LinuxSim(PolicyBackend):
         """The kernel's kswapd reclaims (and demotes, with demotion_enabled) on its own."""
         return 0
 
-    def migrate(self, pages, dst: int, sync: bool = False, reason: str = "") -> int:
+    def migrate(self, pages, dst: int, sync: bool = False, reason: str = "",
+                land_over_stall: bool = False) -> int:
         """move_pages(2) of the given page indices to machine node `dst`; returns pages
         the kernel reports moved, at most the node's free pages above its low
-        watermark. Pages not present or already on dst are skipped; the
+        watermark (a real page lands when its copy is done: `land_over_stall` is the
+        simulator's model of that). Pages not present or already on dst are skipped; the
         kernel's per-page status (busy, no memory, gone) is counted in
         `stats.failed`; placement is updated from the returned status."""
         pages = unique_in_order(np.asarray(pages, dtype=np.int64))  # callers list by priority

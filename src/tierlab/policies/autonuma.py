@@ -20,10 +20,12 @@ free - high - 1 pages per batch of faults.
 """
 from __future__ import annotations
 
+import math
 
 import numpy as np
 
 from ..errors import TierlabError
+from ..jit import kernel
 from ..monitors.hint_faults import NumaScanner
 from ..monitors.pte_scan import PteScan
 from ..params import parse_flag, parse_number
@@ -71,11 +73,13 @@ def fault_migrate(sim, pages, dst: int, reason: str) -> int:
     no longer made present again before migrate_misplaced_page; "the CPU cycles spent by
     TLB shooting down decreases greatly") the page migrates while its PTE is still
     PROT_NONE, which no TLB may cache, so unmapping it needs no shootdown: nothing is
-    charged per page beyond the engine's cost model (the copy, one shootdown per batch)."""
+    charged per page beyond the engine's cost model (the copy, one shootdown per batch).
+    Each fault's thread copies its own page, so the pages land one after another over the
+    stall the copies cost (`land_over_stall`), not all at the poll that delivered them."""
     pages = np.asarray(pages, dtype=np.int64)
     if pages.shape[0] == 0:
         return 0
-    return sim.migrate(pages, dst, sync=True, reason=reason)
+    return sim.migrate(pages, dst, sync=True, reason=reason, land_over_stall=True)
 
 
 def migrate_room(sim, dst: int) -> int:
@@ -91,19 +95,59 @@ def promo_wmark(sim, node: int) -> int:
     return int(mem.wmark_high[node] + (mem.wmark_high[node] - mem.wmark_low[node]))
 
 
-def handled_times(times, cost, threads: float) -> np.ndarray:
-    """When the application's threads get round to each hint fault: a thread handles its
-    faults one after another (the fault, and for a promotion the copy, run in its
-    context), so with `threads` threads sharing the faults, fault j cannot be handled
-    before the faults ahead of it are: h_j = max(t_j, h_(j-1) + cost_(j-1) / threads),
-    as a cumulative maximum. Without this a pass's faults all land within the few
-    milliseconds after the scan in which every hot page is touched once, and kswapd,
-    which frees room concurrently, has no time to keep up with them (what the test
-    guest's kernel shows: docs/sim-vs-kernel/)."""
-    times = np.asarray(times, dtype=float)
-    step = np.broadcast_to(np.asarray(cost, dtype=float), times.shape) / max(threads, 1e-12)
-    before = np.concatenate(([0.0], np.cumsum(step)[:-1]))
-    return before + np.maximum.accumulate(times - before) if times.size else times
+#: what the faulting thread made of a hint fault on a slow page (`fault_thread`)
+REFUSED, ENOUGH, TOO_COLD, RATE_LIMITED, PROMOTED, NO_ROOM = 0, 1, 2, 3, 4, 5
+#: the thread's state between polls and resumptions (`fault_thread`'s `st`)
+_END, _T_AWAKE, _TAKEN, _NR_CAND, _RL_START, _RL_NR_CAND, _ENOUGH_LEFT = range(7)
+
+
+@kernel
+def _fault_thread(t, lat, out, j, st, fault_s, copy_s, threads, use_th, th, th_start,
+                  th_period, rate_limit, room0, rate, wake):
+    # fault_thread's loop from fault j; returns where it stopped (a threshold tuning due)
+    end, t_a, taken = st[_END], st[_T_AWAKE], st[_TAKEN]
+    nr_cand, rl_start, rl_nr_cand = st[_NR_CAND], st[_RL_START], st[_RL_NR_CAND]
+    enough = st[_ENOUGH_LEFT]
+    n = t.shape[0]
+    while j < n:
+        h = t[j] if t[j] > end else end
+        cost = fault_s
+        if enough > 0:
+            enough -= 1
+            out[j] = ENOUGH
+            cost += copy_s
+        elif use_th and h - th_start > th_period:
+            break
+        elif use_th and lat[j] + (h - t[j]) >= th:
+            out[j] = TOO_COLD
+        else:
+            limited = False
+            if use_th:
+                nr_cand += 1
+                if h - rl_start > 1.0:
+                    rl_start = h
+                    rl_nr_cand = nr_cand
+                limited = nr_cand - rl_nr_cand >= rate_limit
+            if limited:
+                out[j] = RATE_LIMITED
+            else:
+                supply = room0
+                if t_a >= 0.0 and h > t_a:
+                    supply += math.floor(rate * (h - t_a))
+                if taken < supply:
+                    out[j] = PROMOTED
+                    taken += 1
+                    cost += copy_s
+                else:
+                    out[j] = NO_ROOM
+                    if t_a < 0.0 and wake:
+                        t_a = h
+        end = h + cost / threads
+        j += 1
+    st[_END], st[_T_AWAKE], st[_TAKEN] = end, t_a, taken
+    st[_NR_CAND], st[_RL_START], st[_RL_NR_CAND] = nr_cand, rl_start, rl_nr_cand
+    st[_ENOUGH_LEFT] = enough
+    return j
 
 
 class Kswapd:
@@ -113,15 +157,14 @@ class Kswapd:
     failed promotion (tiering mode) or free space under `target` (TPP's check at every
     scheduler tick) wakes kswapd, which demotes until `target` is free. Its demotion is
     a page copy, so it frees at most `rate` pages per second (default migrate_bw / 4 KiB,
-    1.5 GB/s x scale: one kswapd thread per node doing migrate_pages), and it runs concurrently
-    with the faults. For the faults of one poll interval, in time order, with room0
-    pages above the watermark at its start and kswapd supplying rate x (t - t_awake)
-    more, a fault finds a page iff fewer faults than the supply so far have succeeded:
-    S_j = min(S_(j-1) + 1, supply(t_j)), i.e. S_j = j + min(0, min_(k<=j) supply_k - k)
-    (vectorised). kswapd's demotions of the interval are then done (sim.reclaim, victims
-    from the policy or the LRU, charged as kswapd CPU) before the promotions that used
-    them; it stays awake while free < target. Assumption: kswapd keeps running while a
-    poll interval's faults consume what it frees (it would be re-woken at once).
+    1.5 GB/s x scale: one kswapd thread per node doing migrate_pages), and it runs
+    concurrently with the faults: with room0 pages above the watermark at a poll and
+    kswapd supplying rate x (t - t_awake) more, a fault taken at t finds a page iff
+    fewer faults than that have found one (`fault_thread`). kswapd's demotions of the
+    interval are then done (sim.reclaim, victims from the policy or the LRU, charged as
+    kswapd CPU) before the promotions that used them (`settle`); it stays awake while
+    free < target. Assumption: kswapd keeps running while a poll interval's faults
+    consume what it frees (it would be re-woken at once).
     """
 
     def __init__(self, sim, node: int, target: int, rate: float | None = None):
@@ -146,37 +189,77 @@ class Kswapd:
         if self.sim.mem.free[self.node] < self.target:
             self.wake(self.t_prev)
 
-    def _served(self, h, t_a: float, room0: int) -> np.ndarray:
-        """Which faults, handled at times h, find a free page (see the class doc)."""
-        supply = room0 + np.floor(self.rate * np.clip(h - t_a, 0.0, None))
-        j = np.arange(1, h.shape[0] + 1)
-        cum = j + np.minimum(np.minimum.accumulate(supply - j), 0)
-        return np.diff(cum, prepend=0) > 0
+    def fault_thread(self, times, latency=None, policy=None, n_enough: int = 0,
+                     wake_on_fail: bool = True) -> np.ndarray:
+        """What the faulting threads make of a poll's faults on slow pages, in time
+        order (returns one of REFUSED..NO_ROOM per fault). A thread takes its faults
+        one after another, each in its context (do_numa_page): fault j is taken at
+        h_j = max(t_j, h_(j-1) + cost_(j-1) / threads), its cost the fault
+        (`hint_fault_s`) and, when it promotes, the copy (migrate_misplaced_folio), so a
+        burst of faults is spread by what its promotions cost while kswapd frees room.
+        The first `n_enough` promote at once (pgdat_free_space_enough). With `policy`
+        (autonuma-tiering's should_numa_migrate_memory) a fault is a candidate iff its
+        hint-fault latency at h_j (numa_hint_fault_latency: from the scan that armed it
+        to the fault's handling, not to the access the workload's rates place it at) is
+        under the threshold, tuned at h_j once a tuning period has passed
+        (`_adjust_threshold`), and the candidate passes the rate limit
+        (numa_promotion_rate_limit). A fault that finds no page above the watermark
+        fails and, with `wake_on_fail` (tiering mode), wakes kswapd."""
+        sim, mem = self.sim, self.sim.mem
+        times = np.ascontiguousarray(times, dtype=np.float64)
+        n = times.shape[0]
+        out = np.zeros(n, dtype=np.int8)
+        free0 = int(mem.free[self.node]) - n_enough
+        room0 = max(free0 - int(mem.wmark_high[self.node]) - 1, 0)
+        self._room0, self._free0 = room0, free0
+        self._woke = not self.awake
+        st = np.zeros(7)
+        st[_END] = -math.inf
+        st[_T_AWAKE] = self.since if self.awake else -1.0
+        st[_ENOUGH_LEFT] = n_enough
+        m = sim.machine
+        # a faulting thread copies at the unscaled per-thread bandwidth, as the engine
+        # charges its stall (`Simulation._charge_copy`): --scale F's migrate_bw is F x it
+        copy_s = PAGE * float(getattr(sim, "scale", 1.0)) / m.migrate_bw
+        threads = float(getattr(sim, "threads", 1.0))
+        use_th = policy is not None
+        lat = np.ascontiguousarray(latency if use_th else times, dtype=np.float64)
+        if use_th:
+            st[_NR_CAND], st[_RL_START], st[_RL_NR_CAND] = (
+                policy.nr_cand, policy.rl_start, policy.rl_nr_cand)
+        j = 0
+        while j < n:
+            tuned = use_th and policy.adjust
+            th = policy.threshold() if use_th else math.inf
+            j = _fault_thread(times, lat, out, j, st, m.hint_fault_s, copy_s, threads,
+                              use_th, th, policy.th_start if tuned else 0.0,
+                              policy.th_period if tuned else math.inf,
+                              policy.rate_limit if use_th else 0, room0, self.rate,
+                              bool(wake_on_fail))
+            if j < n:  # a threshold tuning is due at the fault j is taken
+                h = max(times[j], st[_END])
+                policy.nr_cand = int(st[_NR_CAND])
+                policy._adjust_threshold(float(h))
+        if use_th:
+            policy.nr_cand, policy.rl_start, policy.rl_nr_cand = (
+                int(st[_NR_CAND]), float(st[_RL_START]), int(st[_RL_NR_CAND]))
+            policy.too_cold += int(np.count_nonzero(out == TOO_COLD))
+            policy.rate_limited += int(np.count_nonzero(out == RATE_LIMITED))
+        self._t_a = float(st[_T_AWAKE]) if st[_T_AWAKE] >= 0.0 else None
+        return out
 
-    def serve(self, pages, times, now: float, reason: str, wake_on_fail: bool = True):
-        """Promote `pages` (faults at `times`, time-ordered) to the node as room allows;
-        returns (pages moved, failed)."""
+    def settle(self, pages, out, now: float, reason: str):
+        """After `fault_thread`: kswapd demotes what the promotions took (no more than
+        it could have freed since it woke), then the promoted pages move, the last of
+        them failing if reclaim found too few victims; returns (pages moved, failed)."""
         sim, node = self.sim, self.node
         mem = sim.mem
-        n = pages.shape[0]
-        free0 = int(mem.free[node])
-        room0 = max(free0 - int(mem.wmark_high[node]) - 1, 0)
-        t_a = self.since if self.awake else None
-        if t_a is None and wake_on_fail and n > room0:
-            t_a = float(times[room0])  # the first failure wakes kswapd
+        t_a, room0, free0 = self._t_a, self._room0, self._free0
+        if self._woke and t_a is not None:
             self.wakeups += 1
-        if n == 0:
-            ok = np.zeros(0, dtype=bool)
-        elif t_a is None:
-            ok = np.arange(n) < room0
-        else:
-            m = sim.machine
-            threads = float(getattr(sim, "threads", 1.0))
-            ok = self._served(handled_times(times, m.hint_fault_s, threads), t_a, room0)
-            # the promoted ones also copy their page in the faulting thread
-            h = handled_times(times, m.hint_fault_s + ok * (PAGE / m.migrate_bw), threads)
-            ok = self._served(h, t_a, room0)
+        ok = out == PROMOTED
         want = int(ok.sum())
+        asked = want + int(np.count_nonzero(out == NO_ROOM))
         if t_a is not None:
             credit = int(self.rate * max(now - t_a, 0.0))
             need = max(want - room0, 0)
@@ -185,13 +268,18 @@ class Kswapd:
                 self.freed += sim.reclaim(node, goal)
             room = max(int(mem.free[node] - mem.wmark_high[node]) - 1, 0)
             if room < want:  # not enough victims: the last ones fail
-                idx = np.flatnonzero(ok)[room:]
-                ok[idx] = False
+                ok[np.flatnonzero(ok)[room:]] = False
         moved = fault_migrate(sim, pages[ok], node, reason)
         self.awake = t_a is not None and int(mem.free[node]) < self.target
         self.since = float(now)
         self.t_prev = float(now)
-        return moved, n - moved
+        return moved, asked - moved
+
+    def serve(self, pages, times, now: float, reason: str, wake_on_fail: bool = True):
+        """Promote `pages` (faults at `times`, time-ordered) to the node as room allows
+        (`fault_thread`, `settle`); returns (pages moved, failed)."""
+        out = self.fault_thread(times, wake_on_fail=wake_on_fail)
+        return self.settle(np.asarray(pages), out, now, reason)
 
 
 def lru_victims(sim, node: int, n: int) -> np.ndarray:
@@ -432,60 +520,25 @@ class AutoNumaTiering(NumaBalancingBase):
         self.nbp_threshold = th
         self.threshold_history.append((float(t), float(th)))
 
-    def _rate_limit(self, idx, times) -> list:
-        """Indices (of `idx`, hot candidates in time order) that pass the limit."""
-        out = []
-        k = 0
-        n = idx.shape[0]
-        ct = times[idx]
-        while k < n:
-            if ct[k] - self.rl_start > 1.0:
-                self.rl_start = float(ct[k])
-                self.rl_nr_cand = self.nr_cand + 1
-            k2 = k + int(np.searchsorted(ct[k:], self.rl_start + 1.0, side="right"))
-            k2 = max(k2, k + 1)
-            m = k2 - k
-            npass = min(max(self.rate_limit + self.rl_nr_cand - self.nr_cand - 1, 0), m)
-            out.append(idx[k:k + npass])
-            self.rate_limited += m - npass
-            self.nr_cand += m
-            k = k2
-        return out
-
-    def select_promotions(self, pages, times, latency):
-        """should_numa_migrate_memory for faults in time order on slow pages: returns
-        (how many of the first faults pass through 'free space enough', indices of the
-        later ones that pass the threshold and the rate limit)."""
-        sim = self.sim
-        K = pages.shape[0]
-        free = int(sim.mem.free[self.dst])
-        n_enough = min(K, max(free - self.enough_mark(), 0))
+    def fault_thread(self, times, latency) -> np.ndarray:
+        """should_numa_migrate_memory and migrate_misplaced_folio over a poll's faults on
+        slow pages, as the faulting threads take them (`Kswapd.fault_thread`): while the
+        node has free space enough the threshold resets and the faults promote."""
+        n_enough = min(times.shape[0],
+                       max(int(self.sim.mem.free[self.dst]) - self.enough_mark(), 0))
         if n_enough:
             self.nbp_threshold = 0.0
-        passing = []
-        j = n_enough
-        while j < K:
-            self._adjust_threshold(float(times[j]))
-            th = self.threshold()
-            jend = j + int(np.searchsorted(times[j:], self.th_start + self.th_period,
-                                           side="right"))
-            jend = max(jend, j + 1)
-            hot = np.flatnonzero(latency[j:jend] < th) + j
-            self.too_cold += (jend - j) - hot.shape[0]
-            passing += self._rate_limit(hot, times)
-            j = jend
-        idx = np.concatenate(passing) if passing else np.zeros(0, dtype=np.int64)
-        return n_enough, idx
+        return self.kswapd.fault_thread(times, latency, self, n_enough,
+                                        self.kswapd_demotion)
 
     def on_faults(self, pages, times, latency, now):
         sim = self.sim
         nodes = sim.node_of(pages)
         slow = (nodes != UNALLOC) & ~self.top_mask[nodes]
         p, t, lat = pages[slow], times[slow], latency[slow]
-        n_enough, idx = self.select_promotions(p, t, lat)
-        moved = fault_migrate(sim, p[:n_enough], self.dst, "promote")
-        got, failed = self.kswapd.serve(p[idx], t[idx], now, "promote",
-                                        wake_on_fail=self.kswapd_demotion)
+        out = self.fault_thread(t, lat)
+        moved = fault_migrate(sim, p[out == ENOUGH], self.dst, "promote")
+        got, failed = self.kswapd.settle(p, out, now, "promote")
         moved += got
         self.promoted += moved
         self.promote_failed += failed

@@ -294,21 +294,22 @@ class ColloidTpp(AutoNumaTiering):
         self.view = LoadedLatency(sim, self.dst, self.alpha)
         self.scanner.adapt = False
 
-    def select_promotions(self, pages, times, latency):
-        """`AutoNumaTiering.select_promotions`, or while Colloid is on none: the
-        threshold resets (free space enough) or adapts at the faults' times, and every
-        fault is refused before the rate limit counts it."""
+    def fault_thread(self, times, latency):
+        """`AutoNumaTiering.fault_thread`, or while Colloid is on every fault refused:
+        the threshold resets (free space enough) or adapts at the faults' times, and
+        every fault is refused before the rate limit counts it; kswapd still runs."""
         if not self.colloid_on:
-            return super().select_promotions(pages, times, latency)
-        if pages.shape[0]:
+            return super().fault_thread(times, latency)
+        if times.shape[0]:
             if int(self.sim.mem.free[self.dst]) > self.enough_mark():
                 self.nbp_threshold = 0.0
             else:
                 j = int(np.searchsorted(times, self.th_start + self.th_period,
                                         side="right"))
-                if j < pages.shape[0]:
+                if j < times.shape[0]:
                     self._adjust_threshold(float(times[j]))
-        return 0, np.zeros(0, dtype=np.int64)
+        self.kswapd.fault_thread(times[:0])
+        return np.zeros(times.shape[0], dtype=np.int8)
 
     def on_faults(self, pages, times, latency, now):
         self.view.update()
