@@ -158,42 +158,60 @@ def test_tiering_scan_skips_the_top_tier_and_stops_after_updates():
 
 
 def test_scan_period_adaptation_rules():
+    """update_task_scan_period runs from task_numa_placement at the first fault counted
+    after numa_scan_seq moved, on what was counted before that fault."""
     sim = started("autonuma-tiering", scale=1 / 64)
     sc = sim.policy.scanner
     sc.period = 0.1
-    sc.end_pass(0.0)  # nothing counted: unchanged
-    assert sc.period == pytest.approx(0.1)
-    sc.account(local=9, remote=1, shared=10)  # lr = 9: grows by 2 slots
+    sc.account(local=9, remote=1, shared=10)  # no pass has ended: counted only
     sc.end_pass(0.0)
+    assert sc.period == pytest.approx(0.1)  # the pass ended, no fault since
+    sc.account(local=1)  # adapts on what came before: lr = 9 grows it by 2 slots
     assert sc.period == pytest.approx(0.1 + 2 * 0.01)
-    sc.account(local=1, remote=9, private=1, shared=9)  # lr = ps = 1: shrinks 6 slots
+    sc.account(remote=9, private=1, shared=9)  # no pass ended: no adaptation
+    assert sc.period == pytest.approx(0.12)
     sc.end_pass(0.0)
+    sc.account(remote=10, private=10)  # lr = ps = 1: shrinks by 6 slots
     assert sc.period == pytest.approx(0.1)  # clamped at task_scan_min
-    sc.account(remote=10, private=10)  # promotions in tiering mode: local+shared == 0
     sc.end_pass(0.0)
+    advance(sim, 0.5)
+    sc.account(local=9, remote=1, shared=10, failed=1)  # promotions only: local+shared 0
     assert sc.period == pytest.approx(0.2)
-    sc.account(local=9, remote=1, shared=10, failed=1)  # a failed migration: double
+    assert sc.next_scan == pytest.approx(0.5 + 0.2)  # numa_next_scan = now + period
     sc.end_pass(0.0)
-    assert sc.period == pytest.approx(sc.scan_max())  # clamped at task_scan_max
+    sc.account(local=1)  # a failed migration: double
+    assert sc.period == pytest.approx(min(0.4, sc.scan_max()))
+    sc.end_pass(0.0)
+    sc.account()  # nothing counted: not a counted fault, nothing adapts
+    assert sc.period == pytest.approx(min(0.4, sc.scan_max()))
+
+
+def _gap_after_a_step(sc, cost):
+    """Seconds from a step that cost its thread `cost` (at the run's scale) to the next."""
+    sc.scan_step = lambda now: cost
+    due = sc.due()
+    sc.tick(due)
+    return sc.due() - due
 
 
 def test_scan_overhead_cap_spaces_steps_by_32x_their_cost():
     """task_numa_work's 3% cap: the scanning thread waits 2 ticks + 32 x the step's own
-    runtime more; T threads take turns; the cost is read at full scale."""
-    sim = started("autonuma-tiering", scale=1 / 64, workload="gups:hotset,threads=1")
-    sc = sim.policy.scanner
-    sc.period = 0.1
-    assert sc.gap(1e-3) == pytest.approx(0.1 + 0.008 + 32 * 64e-3)  # 1 ms at 1/64
-    assert sc.gap(0.0) == pytest.approx(0.108)
-    sim8 = started("autonuma-tiering", scale=1 / 64, workload="gups:hotset,threads=8")
-    sc8 = sim8.policy.scanner
-    sc8.period = 0.1
-    assert sc8.gap(1e-3) == pytest.approx((0.108 + 32 * 64e-3) / 8)
-    assert sc8.gap(1e-6) == pytest.approx(0.1)  # cheap steps: the period binds
-    off = started("autonuma-tiering:overhead_cap=no", scale=1 / 64,
-                  workload="gups:hotset,threads=1").policy.scanner
-    off.period = 0.1
-    assert off.gap(1e-3) == pytest.approx(0.1)
+    runtime more; T threads take turns; the cost is read at full scale; the period is
+    the one when the tick checks, numa_next_scan the one when the step ran."""
+    def scanner(threads, cap="yes"):
+        sc = started(f"autonuma-tiering:overhead_cap={cap}", scale=1 / 64,
+                     workload=f"gups:hotset,threads={threads}").policy.scanner
+        sc.period = 0.1
+        return sc
+    assert _gap_after_a_step(scanner(1), 1e-3) == pytest.approx(0.1 + 0.008 + 32 * 64e-3)
+    assert _gap_after_a_step(scanner(1), 0.0) == pytest.approx(0.108)
+    assert _gap_after_a_step(scanner(8), 1e-3) == pytest.approx((0.108 + 32 * 64e-3) / 8)
+    assert _gap_after_a_step(scanner(8), 1e-6) == pytest.approx(0.1)  # the period binds
+    assert _gap_after_a_step(scanner(1, "no"), 1e-3) == pytest.approx(0.1)
+    sc = scanner(1)
+    gap = _gap_after_a_step(sc, 1e-3)
+    sc.period = 0.3  # an adaptation after the step: the cap waits for the new period
+    assert sc.due() - (sc.next_scan - 0.1) == pytest.approx(gap + 0.2)
 
 
 @pytest.mark.parametrize("policy", ["autonuma-tiering", "tiering-0.8"])

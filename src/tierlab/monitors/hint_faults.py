@@ -25,17 +25,20 @@ against the sources, see each method):
   the scan's own runtime to its node_stamp ("Make sure tasks use at least 32x as much
   time to run other code than they used here, to limit NUMA PTE scanning overhead to 3%
   max"). With T busy threads taking turns, the next step is thus not before
-  max(period, (period + 2 tick + 32 c) / T) after this one, c = the step's cost (its
-  PTEs and TLB flush) at full scale; `tick` is 1/HZ (Debian's kernels: HZ=250, 4 ms).
-  `overhead_cap=no` drops the rule. It binds where few threads scan much: one thread
-  and a 256 MB step of 4.6 ms wait 100 + 8 + 147 ms, not 100 ms.
-- Adaptation (update_task_scan_period, once per pass, only if some fault was counted
-  since the last update, as task_numa_placement runs from task_numa_fault): if no local
-  and no shared faults, or a migration failed, the period doubles (up to max); else with
-  slot = ceil(period / 10), lr = 10 local / (local + remote), ps = 10 private /
-  (private + shared): ps >= 7 grows it by max(ps - 7, 1) slots, else lr >= 7 grows it by
-  max(lr - 7, 1) slots, else it shrinks by (7 - max(lr, ps)) slots; clamped to
-  [min, max]. Which faults count, and as what, is the subscriber's business (the policy
+  max(period', (period + 2 tick + 32 c) / T) after this one, c = the step's cost (its
+  PTEs and TLB flush) at full scale, period' the period when it ran (numa_next_scan)
+  and period the one when the tick checks (an adaptation in between counts);
+  `tick` is 1/HZ (Debian's kernels: HZ=250, 4 ms). `overhead_cap=no` drops the rule.
+  It binds where few threads scan much: one thread and a 256 MB step of 4.6 ms wait
+  100 + 8 + 147 ms, not 100 ms.
+- Adaptation (update_task_scan_period, once per pass: task_numa_placement runs it from
+  the first fault task_numa_fault counts after numa_scan_seq moved, on what was counted
+  before that fault): if no local and no shared faults, or a migration failed, the
+  period doubles (up to max) and the next step waits a whole new period
+  (mm->numa_next_scan = now + period); else with slot = ceil(period / 10),
+  lr = 10 local / (local + remote), ps = 10 private / (private + shared): ps >= 7 grows
+  it by max(ps - 7, 1) slots, else lr >= 7 grows it by max(lr - 7, 1) slots, else it
+  shrinks by (7 - max(lr, ps)) slots; clamped to [min, max]. Which faults count, and as what, is the subscriber's business (the policy
   knows whether it migrated): `account(local=, remote=, private=, shared=, failed=)`.
   In tiering mode the kernel ignores faults on slow nodes (task_numa_fault returns
   early) and counts promoted pages as private remote faults.
@@ -546,6 +549,11 @@ class NumaScanner(Monitor):
         self._fault_s_charged = 0.0
         self.cpu_seconds = 0.0
         self.period_history = []
+        #: numa_scan_seq moved and no fault has been counted since (task_numa_placement)
+        self._placement_due = False
+        #: the last step's due time and the overhead cap's addition to its node_stamp
+        #: (2 ticks + 32 x its cost, full scale), or None before the first step
+        self._stamp = None
 
     # -- wiring ---------------------------------------------------------------------
     def attach(self, sim, skip_nodes=None) -> None:
@@ -578,7 +586,11 @@ class NumaScanner(Monitor):
 
     def account(self, local=0, remote=0, private=0, shared=0, failed=0) -> None:
         """Faults counted by task_numa_fault (numa_faults_locality, private/shared) and
-        failed migrations (TNF_MIGRATE_FAIL), for the scan-period adaptation."""
+        failed migrations (TNF_MIGRATE_FAIL), for the scan-period adaptation; the first
+        counted after a pass ended adapts the period on what was counted before it."""
+        if self._placement_due and local + remote + private + shared + failed > 0:
+            self._placement_due = False
+            self._adapt(self.sim.now)
         c = self._count
         c["local"] += float(local)
         c["remote"] += float(remote)
@@ -617,18 +629,26 @@ class NumaScanner(Monitor):
         first poll at or after its due time (late by < `poll`); next_scan advances by
         the period from the due time, so the scan rate is kept."""
         self.deliver(now)
-        while now >= self.next_scan - 1e-12:
+        while now >= self.due() - 1e-12:
+            due = self.due()
             if self.period is None:
                 self.period = self.scan_min()  # task_scan_start (no NUMA group)
             self.period = min(max(self.period, self.scan_min()), self.scan_max())
             cost = self.scan_step(now)
-            self.next_scan = max(self.next_scan + self.gap(cost), now - self.poll_s)
+            if self.overhead_cap:
+                self._stamp = (due, 2 * self.tick_s + 32 * cost / float(
+                    getattr(self.sim, "scale", 1.0) or 1.0))
+            self.next_scan = max(due + self.period, now - self.poll_s)
 
-    def gap(self, cost: float) -> float:
-        """Seconds from a step that cost the scanning thread `cost` to the next step."""
-        if not self.overhead_cap:
-            return self.period
-        return capped_gap(self.sim, self.period, cost, self.tick_s)
+    def due(self) -> float:
+        """When the next step may run: at numa_next_scan, and with the overhead cap once
+        the scanning threads' runtime passes the last step's node_stamp + the period now
+        (`capped_gap`'s rule with the current period)."""
+        if self._stamp is None:
+            return self.next_scan
+        t, extra = self._stamp
+        threads = max(int(getattr(self.sim, "app_threads", 1) or 1), 1)
+        return max(self.next_scan, t + (self.period + extra) / threads)
 
     def deliver(self, now: float) -> None:
         pages, times, lat = self.hf.poll(now)
@@ -682,17 +702,19 @@ class NumaScanner(Monitor):
         return cpu + flushes * sim.machine.tlb_shootdown_s
 
     def end_pass(self, now: float) -> None:
-        """numa_scan_seq++: adapt the period (update_task_scan_period)."""
+        """numa_scan_seq++: the next counted fault adapts the period (`account`)."""
         self.seq += 1
+        self._placement_due = True
+
+    def _adapt(self, now: float) -> None:
+        """update_task_scan_period on the faults counted since the last adaptation."""
         c = self._count
         if not self.adapt or self.period is None:
             return
-        counted = c["local"] + c["remote"] + c["private"] + c["shared"] + c["failed"]
-        if counted == 0:
-            return  # task_numa_placement runs only from a counted fault
         smin, smax = self.scan_min(), self.scan_max()
         if c["local"] + c["shared"] == 0 or c["failed"]:
             self.period = min(smax, 2 * self.period)
+            self.next_scan = now + self.period
         else:
             slot = math.ceil(self.period * 1000 / NUMA_PERIOD_SLOTS) / 1000
             lr = int((c["local"] * NUMA_PERIOD_SLOTS) // max(c["local"] + c["remote"], 1))
