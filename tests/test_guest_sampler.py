@@ -45,3 +45,27 @@ def test_node_totals_sum_every_vma():
             "7f0000100000 default anon=5 dirty=5 N1=5 kernelpagesize_kB=4\n"
             "7fff00000000 default stack anon=1 dirty=1 N0=1 kernelpagesize_kB=4\n")
     assert pl.node_totals(text, [0, 1, 2]) == {"N0": 3, "N1": 6, "N2": 0}
+
+
+def test_vmstat_ticks_print_one_result_per_tick(tmp_path):
+    """scenarios/_lib.sh vmstat_ticks (tiering.sh tick_ms=): each tick is one
+    TIERLAB-RESULT line of JSON holding the uptime and the tiering counters present in
+    /proc/vmstat (a crafted one here: the function reads the file it is given)."""
+    import json
+    import subprocess
+    lib = Path(__file__).parent / "guest" / "scenarios" / "_lib.sh"
+    vm = tmp_path / "vmstat"
+    vm.write_text("nr_free_pages 100\npgpromote_success 7\npgdemote_kswapd 11\n"
+                  "numa_hint_faults 3\npgpromote_candidate_nrl 5\n")
+    script = f'. "{lib}"; VMSTAT_FILE="{vm}" vmstat_ticks 5'
+    p = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [p.stdout.readline(), p.stdout.readline()]  # two ticks: events, not time
+    finally:
+        p.kill()
+        p.wait()
+    for line in lines:
+        assert line.startswith("TIERLAB-RESULT {")
+        d = json.loads(line[len("TIERLAB-RESULT "):])
+        assert d.pop("kind") == "vmstat-tick" and d.pop("uptime") >= 0
+        assert d == {"pgpromote_success": 7, "pgdemote_kswapd": 11, "numa_hint_faults": 3}

@@ -155,3 +155,18 @@ damon_stats() {
     _o="$_o${_o:+,}\"$n\":{\"state\":\"$(cat $K/$n/state)\",\"pid\":$(cat $K/$n/pid),\"nr_tried\":$(cat $S/nr_tried),\"sz_tried\":$(cat $S/sz_tried),\"nr_applied\":$(cat $S/nr_applied),\"sz_applied\":$(cat $S/sz_applied),\"qt_exceeds\":$(cat $S/qt_exceeds)}"
   done; echo "{$_o}"
 }
+
+# vmstat_ticks MS: until killed, every MS ms one vmstat-tick result (uptime and the
+# counters of NUMA-balancing tiering), read in one awk pass over /proc/vmstat (or
+# $VMSTAT_FILE)
+vmstat_ticks() {
+  _s=$(awk -v m="$1" 'BEGIN { printf "%.3f", m / 1000 }')
+  while :; do
+    awk -v up="$(cut -d' ' -f1 /proc/uptime)" '
+      BEGIN { printf "TIERLAB-RESULT {\"kind\":\"vmstat-tick\",\"uptime\":%s", up }
+      $1 ~ /^(pgpromote_success|pgpromote_candidate|pgdemote_kswapd|pgdemote_direct|numa_hint_faults|numa_pte_updates)$/ {
+        printf ",\"%s\":%s", $1, $2 }
+      END { print "}" }' "${VMSTAT_FILE:-/proc/vmstat}"
+    sleep "$_s"
+  done
+}

@@ -14,7 +14,9 @@
 #     hot_pages=1024 loop=0: the mechanism goes on first, then the replay first-touches
 #     its pages as it goes (the kernel's default policy: node 0, then node 1).
 #   seconds=240 (a cap) interval_ms=500 (the workload's progress lines, with its hot pages'
-#   nodes) sample_ms=500 (vmstat) and the kernel-tiering knobs of _lib.sh.
+#   nodes) sample_ms=500 (vmstat) and the kernel-tiering knobs of _lib.sh. tick_ms=T (off by
+#   default): every T ms from before the mechanism goes on, a vmstat-tick result with the
+#   promotion, demotion and scan counters (a shell loop: no sampler's start-up delay).
 # Results: nodes-before, sizes, zoneinfo, kernel-tiering-knobs, damon-goal, damon-config,
 #   tiering-on (uptime), placement / placement-initial (vmstat; hot/cold pages for hotcold),
 #   hotcold or replay (ready/progress/done), damon-stats, workload-exit, nodes-after.
@@ -62,6 +64,8 @@ fi
 if $ok && wait_file /tmp/w.ready 300 $wl; then
   python3 /guest/placement.py --ready /tmp/w.ready --count 1 --kind placement-initial \
     --prefix "TIERLAB-RESULT "
+  ticks=
+  if [ -n "${TL_tick_ms:-}" ]; then vmstat_ticks "$TL_tick_ms" & ticks=$!; fi
   if [ "$W" = hotcold ]; then tiering_on || ok=false; fi
   if ! $ok; then kill -TERM $wl 2>/dev/null
   elif [ "$W" = hotcold ] && [ "${TL_windows:-1}" = 1 ]; then
@@ -77,6 +81,7 @@ else
   $ok && echo "the workload did not get ready"
 fi
 wait $wl; wrc=$?
+[ -n "${ticks:-}" ] && kill "$ticks" 2>/dev/null
 sed -n "s/^{\"event\":/TIERLAB-RESULT {\"kind\":\"$kind\",\"event\":/p" /tmp/w.out; cat /tmp/w.err
 [ "$T" = damon ] && res damon-stats schemes "$(damon_stats)"
 res workload-exit rc $wrc
