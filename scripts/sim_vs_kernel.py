@@ -72,6 +72,14 @@ REPLAY = dict(trace="redis-ycsb-zipfian", copies=24, per_window=50000, hot_pages
 #: pass costs 99.7 ms, over its 624 PTE tables, 319,488 slots)
 MIGRATE_BW_MIB, HINT_FAULT_US, FIRST_TOUCH_US, PTE_NS, PTE_SLOT_NS = \
     51.0, 10.0, 32.0, 144.0, 312.0
+#: the --kernel-migrate-bw default: the kernel's own page migrations (a hint fault's
+#: promotion in the faulting thread, kswapd's demotion, a kdamond's DAMOS migration) in
+#: MiB/s. A kernel-hotcold run with tick_ms=50 (2026-12-06, the scenario of 330ae53) read
+#: 7,000 promotions a second while kswapd slept (0.43-0.92 s: 126 us a page besides the
+#: 10 us fault), then 6,500 a second beside kswapd's 7,700 demotions and 8,600 beside
+#: its 10,300 in the second pass: 25-40 MiB/s against the 51 MiB/s tierlab exec's
+#: move_pages(2) reached (MIGRATE_BW_MIB, the exec cases' copy speed)
+KERNEL_MIGRATE_BW_MIB = 32.0
 #: the kernel cases' scan and promotion-filter counters (/proc/vmstat), kept beside the
 #: simulator's own (hint faults taken, PTEs made PROT_NONE, pages past the hot threshold)
 SCAN_COUNTERS = dict(hint_faults="numa_hint_faults", pte_updates="numa_pte_updates",
@@ -350,12 +358,25 @@ def trace_path(case: Case) -> Path:
 
 def calibration(migrate_bw_mib: float = MIGRATE_BW_MIB, hint_fault_us: float = HINT_FAULT_US,
                 first_touch_us: float = FIRST_TOUCH_US, pte_ns: float = PTE_NS,
-                pte_slot_ns: float = PTE_SLOT_NS) -> dict:
-    """The mirrored machine's copy speed, hint-fault, first-touch and PTE-scan costs
-    (guest_machine's keywords): the scan's walk per PTE slot, its change per PTE."""
+                pte_slot_ns: float = PTE_SLOT_NS,
+                kernel_migrate_bw_mib: float = KERNEL_MIGRATE_BW_MIB) -> dict:
+    """The mirrored machine's copy speeds, hint-fault, first-touch and PTE-scan costs
+    (guest_machine's keywords, and `kernel_migrate_bw`): the scan's walk per PTE slot,
+    its change per PTE; a migration by move_pages(2) (the exec cases) and one by the
+    kernel's own paths (the kernel and DAMON cases: `machine_for`)."""
     return dict(migrate_bw=migrate_bw_mib * MIB, hint_fault_s=hint_fault_us * 1e-6,
                 first_touch_s=first_touch_us * 1e-6, pte_walk_s=pte_slot_ns * 1e-9,
-                pte_update_s=pte_ns * 1e-9)
+                pte_update_s=pte_ns * 1e-9, kernel_migrate_bw=kernel_migrate_bw_mib * MIB)
+
+
+def machine_for(case: Case, machine: dict) -> dict:
+    """`guest_machine`'s keywords for `case`: the copy speed of the mechanism that moves
+    its pages, the kernel's own (kernel_migrate_bw) or tierlab exec's move_pages(2)."""
+    m = dict(machine)
+    kernel_bw = m.pop("kernel_migrate_bw", None)
+    if case.tiering != "exec" and kernel_bw is not None:
+        m["migrate_bw"] = kernel_bw
+    return m
 
 
 def simulate(case: Case, g: dict, out: Path, **machine) -> dict:
@@ -391,7 +412,7 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
         k, mv = case.args.get("windows", 1), case.args.get("move_ms", 0)
         cfg = masim_config(g, out / f"{case.name}.cfg", k, mv)
         wl = f"masim:{cfg},aps={g['ops_per_s']:.6g},{rate}"
-    m = guest_machine(g, **machine)
+    m = guest_machine(g, **machine_for(case, machine))
     sim = api.simulation(machine=m, workload=wl, policy=sim_policy(case, g),
                          alloc="dram-preferred")
     sim.mem.held[0] += others_pages(g, m)
@@ -683,7 +704,9 @@ calibration for every case**: node 0 = the guest's node 0 (its managed pages), o
 the workload has the free memory it found (less `tierlab exec`'s own ~110 MiB in the
 exec cases) and the rest is held by others, the kernel's watermarks (/proc/zoneinfo)
 and demotion switch (the exec cases run with demotion_enabled off), the same access cost on both nodes (TCG emulates both in host memory),
-the guest's copy speed {calib['migrate_bw_mib']:g} MiB/s, hint-fault cost
+the guest's copy speed {calib.get('kernel_migrate_bw_mib', calib['migrate_bw_mib']):g} MiB/s
+in the kernel's own migrations and {calib['migrate_bw_mib']:g} MiB/s by move_pages(2) (the exec
+cases), hint-fault cost
 {calib['hint_fault_us']:g} us, first-touch cost {calib.get('first_touch_us', 0):g} us
 PTE-scan costs {calib.get('pte_slot_ns', 20):g} ns a PTE slot walked and
 {calib.get('pte_ns', 70):g} ns a changed PTE, and node 0's pages on the LRU lists before
@@ -755,8 +778,13 @@ def main() -> int:
                     help="no guest, no simulation: compare the runs saved in --out's data.json "
                     "again and rewrite its README.md and figures")
     ap.add_argument("--migrate-bw", type=float, default=MIGRATE_BW_MIB, metavar="MIB_S",
-                    help="the guest's copy speed of one migrating thread (default "
-                    f"{MIGRATE_BW_MIB:g} MiB/s: MIGRATE_BW_MIB)")
+                    help="the guest's copy speed of one thread migrating by move_pages(2), "
+                    f"as tierlab exec does (default {MIGRATE_BW_MIB:g} MiB/s: MIGRATE_BW_MIB)")
+    ap.add_argument("--kernel-migrate-bw", type=float, default=KERNEL_MIGRATE_BW_MIB,
+                    metavar="MIB_S",
+                    help="the guest's copy speed of the kernel's own migrations (a hint "
+                    "fault's promotion, kswapd's demotion, DAMOS) (default "
+                    f"{KERNEL_MIGRATE_BW_MIB:g} MiB/s: KERNEL_MIGRATE_BW_MIB)")
     ap.add_argument("--hint-fault-us", type=float, default=HINT_FAULT_US, metavar="US",
                     help="the guest's cost of one NUMA hint fault (default "
                     f"{HINT_FAULT_US:g} us: HINT_FAULT_US)")
@@ -796,9 +824,10 @@ def main() -> int:
         print(f"wrote {out / 'README.md'}")
         return 0
     calib = dict(migrate_bw_mib=a.migrate_bw, hint_fault_us=a.hint_fault_us,
-                 first_touch_us=a.first_touch_us, pte_ns=a.pte_ns, pte_slot_ns=a.pte_slot_ns)
+                 first_touch_us=a.first_touch_us, pte_ns=a.pte_ns, pte_slot_ns=a.pte_slot_ns,
+                 kernel_migrate_bw_mib=a.kernel_migrate_bw)
     machine = calibration(a.migrate_bw, a.hint_fault_us, a.first_touch_us, a.pte_ns,
-                          a.pte_slot_ns)
+                          a.pte_slot_ns, a.kernel_migrate_bw)
     rev = _commit()
     failed = []
     for name in a.case or list(CASES):
