@@ -479,13 +479,19 @@ TICK_S = 0.004
 
 def capped_gap(sim, period: float, cost: float, tick_s: float = TICK_S) -> float:
     """The time from a scan step that cost its thread `cost` seconds to the next step
-    under task_numa_work's overhead cap (module docstring): max(period, (period + 2
-    ticks + 32 cost) / threads). The cost is taken at full scale (a `--scale F`
-    miniature's steps are F times smaller), so a miniature scans at full scale's pace;
-    threads are the workload's real ones (`sim.app_threads`)."""
+    under task_numa_work's overhead cap (module docstring): max(period, `stamp_gap`)."""
+    return max(period, stamp_gap(sim, period, cost, tick_s))
+
+
+def stamp_gap(sim, period: float, cost: float, tick_s: float = TICK_S) -> float:
+    """When, after a step that cost its thread `cost` seconds, the scanning threads'
+    runtime passes its node_stamp + `period`: (period + 2 ticks + 32 cost) / threads.
+    The cost is taken at full scale (a `--scale F` miniature's steps are F times
+    smaller), so a miniature scans at full scale's pace; threads are the workload's real
+    ones (`sim.app_threads`)."""
     full = cost / float(getattr(sim, "scale", 1.0) or 1.0)
     threads = max(int(getattr(sim, "app_threads", 1) or 1), 1)
-    return max(period, (period + 2 * tick_s + 32 * full) / threads)
+    return (period + 2 * tick_s + 32 * full) / threads
 
 
 def _cost(value, what: str) -> float | None:
@@ -551,8 +557,8 @@ class NumaScanner(Monitor):
         self.period_history = []
         #: numa_scan_seq moved and no fault has been counted since (task_numa_placement)
         self._placement_due = False
-        #: the last step's due time and the overhead cap's addition to its node_stamp
-        #: (2 ticks + 32 x its cost, full scale), or None before the first step
+        #: the last step's due time and cost (the overhead cap's node_stamp), or None
+        #: before the first step and without the cap
         self._stamp = None
 
     # -- wiring ---------------------------------------------------------------------
@@ -635,20 +641,17 @@ class NumaScanner(Monitor):
                 self.period = self.scan_min()  # task_scan_start (no NUMA group)
             self.period = min(max(self.period, self.scan_min()), self.scan_max())
             cost = self.scan_step(now)
-            if self.overhead_cap:
-                self._stamp = (due, 2 * self.tick_s + 32 * cost / float(
-                    getattr(self.sim, "scale", 1.0) or 1.0))
+            self._stamp = (due, cost) if self.overhead_cap else None
             self.next_scan = max(due + self.period, now - self.poll_s)
 
     def due(self) -> float:
         """When the next step may run: at numa_next_scan, and with the overhead cap once
         the scanning threads' runtime passes the last step's node_stamp + the period now
-        (`capped_gap`'s rule with the current period)."""
+        (`stamp_gap` with the current period)."""
         if self._stamp is None:
             return self.next_scan
-        t, extra = self._stamp
-        threads = max(int(getattr(self.sim, "app_threads", 1) or 1), 1)
-        return max(self.next_scan, t + (self.period + extra) / threads)
+        t, cost = self._stamp
+        return max(self.next_scan, t + stamp_gap(self.sim, self.period, cost, self.tick_s))
 
     def deliver(self, now: float) -> None:
         pages, times, lat = self.hf.poll(now)
