@@ -290,7 +290,7 @@ def test_hot_threshold_applies_only_when_the_fast_node_is_short():
     assert sim.mem.free[0] < pol.enough_mark()
     times = np.linspace(1.0, 1.01, 6)
     lat = np.array([0.2, 1.5, 0.9, 1.0, 3.0, 0.01])
-    out = pol.fault_thread(times, lat)
+    out, _ = pol.fault_thread(times, lat)
     cand = np.isin(out, [PROMOTED, NO_ROOM])
     assert np.flatnonzero(cand).tolist() == [0, 2, 5]  # latency < 1000 ms
     assert np.all(out[~cand] == TOO_COLD) and pol.too_cold == 3 and pol.nr_cand == 3
@@ -298,7 +298,7 @@ def test_hot_threshold_applies_only_when_the_fast_node_is_short():
     sim = started("autonuma-tiering", alloc="pm-preferred")
     pol = sim.policy
     pol.nbp_threshold = 0.5
-    out = pol.fault_thread(times, lat)
+    out, _ = pol.fault_thread(times, lat)
     assert np.all(out == ENOUGH) and pol.nbp_threshold == 0 and pol.nr_cand == 0
 
 
@@ -309,7 +309,7 @@ def test_rate_limit_caps_candidates_per_window():
     pol = sim.policy
     assert pol.rate_limit == 8
     times = np.sort(np.random.default_rng(0).uniform(1.0, 4.0, 300))
-    out = pol.fault_thread(times, np.zeros(300))
+    out, _ = pol.fault_thread(times, np.zeros(300))
     passed = times[np.isin(out, [PROMOTED, NO_ROOM])]
     # windows start at a candidate > 1 s after the previous window's start (the faults
     # are sparse enough that each is taken when it happens)
@@ -729,13 +729,13 @@ def test_hint_faults_are_taken_one_after_another_per_thread(seed):
     ks.awake = bool(rng.integers(0, 2))
     ks.since = 0.9
     ks.rate = float(rng.choice([2e3, 5e4]))
-    out = ks.fault_thread(t, lat, pol, 0, True)
+    out, poll = ks.fault_thread(t, lat, pol, 0, True)
     want, t_a = _thread_reference(t, lat, m.hint_fault_s, PAGE * sim.scale / m.migrate_bw,
                                   float(sim.threads), pol.threshold(),
                                   free - int(sim.mem.wmark_high[node]) - 1,
                                   0.9 if ks.awake else None, ks.rate, True)
     assert np.array_equal(out, want)
-    assert ks._t_a == t_a
+    assert poll.t_a == t_a
     assert pol.too_cold == int((want == TOO_COLD).sum())
     assert pol.nr_cand == int(np.isin(want, [PROMOTED, NO_ROOM]).sum())
 
@@ -750,7 +750,7 @@ def test_a_burst_of_faults_outlasts_the_hot_threshold():
     pol, m = sim.policy, sim.machine
     each = (m.hint_fault_s + PAGE * sim.scale / m.migrate_bw) / sim.threads
     pol.hot_threshold = 10.5 * each
-    out = pol.kswapd.fault_thread(np.full(40, 2.0), np.zeros(40), pol, 0, True)
+    out, _ = pol.kswapd.fault_thread(np.full(40, 2.0), np.zeros(40), pol, 0, True)
     assert np.all(out[:11] == PROMOTED) and np.all(out[11:] == TOO_COLD)
     # the copy the thread waits for is the stall the engine charges for it (the copy at
     # the unscaled per-thread bandwidth, then one TLB shootdown per batch)

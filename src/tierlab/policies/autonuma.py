@@ -21,6 +21,7 @@ free - high - 1 pages per batch of faults.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -150,6 +151,17 @@ def _fault_thread(t, lat, out, j, st, fault_s, copy_s, threads, use_th, th, th_s
     return j
 
 
+@dataclass
+class KswapdPoll:
+    """The node and kswapd as a poll's faults found them (`Kswapd.begin`): pages above
+    the watermark (`room0`), free pages (`free0`), whether kswapd was asleep (`woke`: a
+    failure wakes it), and since when it is awake (`t_a`, None: asleep)."""
+    room0: int
+    free0: int
+    woke: bool
+    t_a: float | None
+
+
 class Kswapd:
     """kswapd of one top-tier node seen from promotion: a process of bounded throughput.
 
@@ -189,10 +201,17 @@ class Kswapd:
         if self.sim.mem.free[self.node] < self.target:
             self.wake(self.t_prev)
 
+    def begin(self, n_enough: int = 0) -> KswapdPoll:
+        """The node and kswapd at a poll, after the `n_enough` promotions that need no
+        room above the watermark."""
+        free0 = int(self.sim.mem.free[self.node]) - n_enough
+        room0 = max(free0 - int(self.sim.mem.wmark_high[self.node]) - 1, 0)
+        return KswapdPoll(room0, free0, not self.awake, self.since if self.awake else None)
+
     def fault_thread(self, times, latency=None, policy=None, n_enough: int = 0,
-                     wake_on_fail: bool = True) -> np.ndarray:
+                     wake_on_fail: bool = True) -> tuple:
         """What the faulting threads make of a poll's faults on slow pages, in time
-        order (returns one of REFUSED..NO_ROOM per fault). A thread takes its faults
+        order: (one of REFUSED..NO_ROOM per fault, the `KswapdPoll` for `settle`). A thread takes its faults
         one after another, each in its context (do_numa_page): fault j is taken at
         h_j = max(t_j, h_(j-1) + cost_(j-1) / threads), its cost the fault
         (`hint_fault_s`) and, when it promotes, the copy (migrate_misplaced_folio), so a
@@ -205,17 +224,14 @@ class Kswapd:
         (`_adjust_threshold`), and the candidate passes the rate limit
         (numa_promotion_rate_limit). A fault that finds no page above the watermark
         fails and, with `wake_on_fail` (tiering mode), wakes kswapd."""
-        sim, mem = self.sim, self.sim.mem
+        sim = self.sim
         times = np.ascontiguousarray(times, dtype=np.float64)
         n = times.shape[0]
         out = np.zeros(n, dtype=np.int8)
-        free0 = int(mem.free[self.node]) - n_enough
-        room0 = max(free0 - int(mem.wmark_high[self.node]) - 1, 0)
-        self._room0, self._free0 = room0, free0
-        self._woke = not self.awake
+        poll = self.begin(n_enough)
         st = np.zeros(7)
         st[_END] = -math.inf
-        st[_T_AWAKE] = self.since if self.awake else -1.0
+        st[_T_AWAKE] = -1.0 if poll.t_a is None else poll.t_a
         st[_ENOUGH_LEFT] = n_enough
         m = sim.machine
         # a faulting thread copies at the unscaled per-thread bandwidth, as the engine
@@ -234,7 +250,7 @@ class Kswapd:
             j = _fault_thread(times, lat, out, j, st, m.hint_fault_s, copy_s, threads,
                               use_th, th, policy.th_start if tuned else 0.0,
                               policy.th_period if tuned else math.inf,
-                              policy.rate_limit if use_th else 0, room0, self.rate,
+                              policy.rate_limit if use_th else 0, poll.room0, self.rate,
                               bool(wake_on_fail))
             if j < n:  # a threshold tuning is due at the fault j is taken
                 h = max(times[j], st[_END])
@@ -245,17 +261,18 @@ class Kswapd:
                 int(st[_NR_CAND]), float(st[_RL_START]), int(st[_RL_NR_CAND]))
             policy.too_cold += int(np.count_nonzero(out == TOO_COLD))
             policy.rate_limited += int(np.count_nonzero(out == RATE_LIMITED))
-        self._t_a = float(st[_T_AWAKE]) if st[_T_AWAKE] >= 0.0 else None
-        return out
+        poll.t_a = float(st[_T_AWAKE]) if st[_T_AWAKE] >= 0.0 else None
+        return out, poll
 
-    def settle(self, pages, out, now: float, reason: str):
-        """After `fault_thread`: kswapd demotes what the promotions took (no more than
-        it could have freed since it woke), then the promoted pages move, the last of
-        them failing if reclaim found too few victims; returns (pages moved, failed)."""
+    def settle(self, pages, out, poll: KswapdPoll, now: float, reason: str):
+        """After `fault_thread` (or `begin`, for a poll whose faults all were refused):
+        kswapd demotes what the promotions took (no more than it could have freed since
+        it woke), then the promoted pages move, the last of them failing if reclaim
+        found too few victims; returns (pages moved, failed)."""
         sim, node = self.sim, self.node
         mem = sim.mem
-        t_a, room0, free0 = self._t_a, self._room0, self._free0
-        if self._woke and t_a is not None:
+        t_a, room0, free0 = poll.t_a, poll.room0, poll.free0
+        if poll.woke and t_a is not None:
             self.wakeups += 1
         ok = out == PROMOTED
         want = int(ok.sum())
@@ -278,8 +295,8 @@ class Kswapd:
     def serve(self, pages, times, now: float, reason: str, wake_on_fail: bool = True):
         """Promote `pages` (faults at `times`, time-ordered) to the node as room allows
         (`fault_thread`, `settle`); returns (pages moved, failed)."""
-        out = self.fault_thread(times, wake_on_fail=wake_on_fail)
-        return self.settle(np.asarray(pages), out, now, reason)
+        out, poll = self.fault_thread(times, wake_on_fail=wake_on_fail)
+        return self.settle(np.asarray(pages), out, poll, now, reason)
 
 
 def lru_victims(sim, node: int, n: int) -> np.ndarray:
@@ -520,10 +537,11 @@ class AutoNumaTiering(NumaBalancingBase):
         self.nbp_threshold = th
         self.threshold_history.append((float(t), float(th)))
 
-    def fault_thread(self, times, latency) -> np.ndarray:
+    def fault_thread(self, times, latency) -> tuple:
         """should_numa_migrate_memory and migrate_misplaced_folio over a poll's faults on
-        slow pages, as the faulting threads take them (`Kswapd.fault_thread`): while the
-        node has free space enough the threshold resets and the faults promote."""
+        slow pages, as the faulting threads take them (`Kswapd.fault_thread`: what each
+        fault did, and the poll for `Kswapd.settle`): while the node has free space
+        enough the threshold resets and the faults promote."""
         n_enough = min(times.shape[0],
                        max(int(self.sim.mem.free[self.dst]) - self.enough_mark(), 0))
         if n_enough:
@@ -536,9 +554,9 @@ class AutoNumaTiering(NumaBalancingBase):
         nodes = sim.node_of(pages)
         slow = (nodes != UNALLOC) & ~self.top_mask[nodes]
         p, t, lat = pages[slow], times[slow], latency[slow]
-        out = self.fault_thread(t, lat)
+        out, poll = self.fault_thread(t, lat)
         moved = fault_migrate(sim, p[out == ENOUGH], self.dst, "promote")
-        got, failed = self.kswapd.settle(p, out, now, "promote")
+        got, failed = self.kswapd.settle(p, out, poll, now, "promote")
         moved += got
         self.promoted += moved
         self.promote_failed += failed

@@ -297,7 +297,8 @@ class ColloidTpp(AutoNumaTiering):
     def fault_thread(self, times, latency):
         """`AutoNumaTiering.fault_thread`, or while Colloid is on every fault refused:
         the threshold resets (free space enough) or adapts at the faults' times, and
-        every fault is refused before the rate limit counts it; kswapd still runs."""
+        every fault is refused before the rate limit counts it; kswapd still runs
+        (`settle` on the poll as it found the node)."""
         if not self.colloid_on:
             return super().fault_thread(times, latency)
         if times.shape[0]:
@@ -308,8 +309,7 @@ class ColloidTpp(AutoNumaTiering):
                                         side="right"))
                 if j < times.shape[0]:
                     self._adjust_threshold(float(times[j]))
-        self.kswapd.fault_thread(times[:0])
-        return np.zeros(times.shape[0], dtype=np.int8)
+        return np.zeros(times.shape[0], dtype=np.int8), self.kswapd.begin()
 
     def on_faults(self, pages, times, latency, now):
         self.view.update()
