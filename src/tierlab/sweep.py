@@ -767,6 +767,24 @@ def _feeder_error_dropped(e: BaseException, obj) -> None:
     """A queue feeder's error while a stopped pool's pipes close (`_stop_pool`)."""
 
 
+def _drop_pool_thread_errors(threads: set) -> None:
+    """From here on, an OSError or EOFError that ends one of `threads` (a stopped pool's
+    feeder and manager threads) is dropped; any other thread's error is printed as
+    before. The feeder thread, failing to send into a closed pipe, wakes the manager
+    through a pipe that may close between its check and its write
+    (concurrent.futures.process._SafeQueue._on_queue_feeder_error ->
+    _ThreadWakeup.wakeup): that EBADF escapes the thread, and threading.excepthook
+    would print it after the sweep's one-line message."""
+    before = threading.excepthook
+
+    def hook(args) -> None:
+        if args.thread in threads and issubclass(args.exc_type, (OSError, EOFError)):
+            return
+        before(args)
+
+    threading.excepthook = hook
+
+
 def _stop_pool(ex: ProcessPoolExecutor) -> None:
     """Stop a process pool now: SIGTERM to every worker, SIGKILL to those still alive
     after a second, queued runs cancelled: an interrupt stops every worker at once.
@@ -775,9 +793,14 @@ def _stop_pool(ex: ProcessPoolExecutor) -> None:
     a pipe the pool has closed (CPython gh-94777, gh-107219) and print that error's
     traceback after the sweep's one-line message (1 of ~10 `--jobs 2` interrupts,
     tests/test_cluster.py): the sweep is ending, so such errors are dropped from here on
-    (multiprocessing.queues.Queue._on_queue_feeder_error, a static method, prints them)."""
+    (multiprocessing.queues.Queue._on_queue_feeder_error, a static method, prints them;
+    an error escaping those threads is dropped too, `_drop_pool_thread_errors`)."""
     import multiprocessing.queues
     multiprocessing.queues.Queue._on_queue_feeder_error = staticmethod(_feeder_error_dropped)
+    queue = getattr(ex, "_call_queue", None)
+    _drop_pool_thread_errors({t for t in (getattr(queue, "_thread", None),
+                                          getattr(ex, "_executor_manager_thread", None))
+                              if t is not None})
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) \
         if threading.current_thread() is threading.main_thread() else None
     try:
