@@ -22,7 +22,10 @@ the workload found its room and the rest held by others, the kernel's watermarks
 demotion switch, QEMU's HMAT latencies and bandwidths, the guest's copy speed,
 hint-fault, first-touch and PTE-scan costs (`--migrate-bw`, `--hint-fault-us`,
 `--first-touch-us`, `--pte-ns`, `--pte-slot-ns`), and the pages on node 0's LRU lists
-before the workload started (`idle_pages`); nothing is tuned per case. Writes README.md (one table
+before the workload started (`idle_pages`); nothing is tuned per case. Measured in each
+run, as the workload's op rate is: in the exec cases, how long tierlab exec's thread
+took a step of each kind and a page moved (its record's `daemon_steps`,
+`engine.DaemonSteps`): the simulated policy's steps take as long. Writes README.md (one table
 of the gaps, then a section per case), CASE.png and data.json to --out.
 """
 from __future__ import annotations
@@ -42,6 +45,7 @@ sys.path.insert(0, str(ROOT / "tests" / "guest"))
 import harness  # noqa: E402
 import replay_export  # noqa: E402
 from tierlab import api  # noqa: E402
+from tierlab.engine.engine import DaemonSteps  # noqa: E402
 from tierlab.machines.machine import Machine, Tier  # noqa: E402
 from tierlab.units import PAGE  # noqa: E402
 
@@ -209,6 +213,7 @@ def guest_data(case: Case, run) -> dict:
         g["promoted"] = [p - p0 for t, p in zip(ts, st["promotions"]) if t >= 0]
         g["demoted"] = [d - d0 for t, d in zip(ts, st["demotions"]) if t >= 0]
         g["exec_policy_stats"] = res.get("policy_stats")
+        g["exec_daemon_steps"] = res.get("daemon_steps")
         return g
     g["ct"] = [round(s.get("counters_uptime", s["uptime"]) - t_on, 3) for s in samples]
     vm = [s["vmstat"] for s in samples]
@@ -416,6 +421,8 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
     sim = api.simulation(machine=m, workload=wl, policy=sim_policy(case, g),
                          alloc="dram-preferred")
     sim.mem.held[0] += others_pages(g, m)
+    if g.get("exec_daemon_steps"):  # tierlab exec's thread: its steps take their time
+        sim.daemon = DaemonSteps.from_linux(g["exec_daemon_steps"])
     if case.tiering != "exec":  # what the kernel's reclaim and paddr DAMON see
         sim.mem.idle[0] = min(idle_pages(g), sim.mem.held[0])
     if case.workload != "replay":
@@ -675,7 +682,7 @@ sides reached): {", ".join(f"{a} of {b}" for a, b in (x["gaps"].get("seconds", [
 
 ![{name}]({name}.png)
 
-Counters compared at {at} s.{_state_line(runs)}
+Counters compared at {at} s.{_state_line(runs)}{_steps_line(runs)}
 """)
         if g.get("damon_goals"):
             refused = [x["metric"] for x in g["damon_goals"] if not x.get("accepted")]
@@ -711,8 +718,11 @@ cases), hint-fault cost
 PTE-scan costs {calib.get('pte_slot_ns', 20):g} ns a PTE slot walked and
 {calib.get('pte_ns', 70):g} ns a changed PTE, and node 0's pages on the LRU lists before
 the workload started (the initramfs's tmpfs: reclaim demotes them first, `Memory.idle`)
-(scripts/sim_vs_kernel.py says how they were found); the
-workload's per-op cost makes the simulated run as fast as the guest's. Run it on an idle
+(scripts/sim_vs_kernel.py says how they were found). Measured in each run: the
+workload's per-op cost makes the simulated run as fast as the guest's, and in the exec
+cases the simulated policy's steps take as long as tierlab exec's thread took (per kind
+of timer, and per page moved: the run's `daemon_steps`, `engine.DaemonSteps`; given in
+each exec case's section). Run it on an idle
 host: under TCG the guest's kernel slows with the host's load, its timers do not. What
 each miss comes from, where it is known: docs/linux.md, "The simulator against the
 kernel".
@@ -729,6 +739,22 @@ kernel".
 STATE = (("hint_faults", "NUMA hint faults"), ("pte_updates", "PTEs made PROT_NONE"),
          ("scan_passes", "scan passes over the address space (numa_scan_seq)"),
          ("agings", "node 0's multi-gen LRU agings (max_seq)"))
+
+
+def _steps_line(runs: list) -> str:
+    """tierlab exec's step times by run (`DaemonSteps.from_linux` of its record), where
+    the run recorded them."""
+    parts = []
+    for r in runs:
+        steps = r["guest"].get("exec_daemon_steps")
+        if not steps:
+            return ""
+        d = DaemonSteps.from_linux(steps)
+        n = {k: c["steps"] for k, c in steps.items()}
+        parts.append(", ".join(f"{k} {d.compute[k]:.2f} s ({n[k]} steps)" for k in
+                               sorted(steps)) + f", {1e3 * d.page_seconds:.2f} ms a page")
+    return " tierlab exec's steps by run, each kind's step and a page moved: " + \
+        "; ".join(parts) + "."
 
 
 def _state_line(runs: list) -> str:

@@ -20,6 +20,13 @@ def watermark_pages(capacity: np.ndarray, fractions) -> tuple:
     return tuple((capacity * f).astype(np.int64) for f in fractions)
 
 
+def timer_kind(fn) -> str:
+    """What a timer's work is, for a daemon's step times (`engine.DaemonSteps`, the
+    Linux backend's `daemon_steps`): "monitor" for a monitor's (its object says
+    `timer_kind = "monitor"`), "policy" otherwise."""
+    return getattr(getattr(fn, "__self__", None), "timer_kind", "policy")
+
+
 class PolicyBackend:
     """What both backends give policies alike (this engine's `Simulation` and the Linux
     backend's `linux.backend.LinuxSim`), from their `machine`, `mem`, `seed`, `scale`

@@ -210,6 +210,12 @@ def test_policies_run_unchanged_and_promote_the_hot_range(policy):
     assert len(proc.page_node) == 1700  # nothing lost
     assert any("promoted: 2->0" in ln for ln in lines)
     assert sum(proc.page_node[p] == 0 for p in proc.page_node) <= proc.cap[0]
+    # the daemon's steps by kind of timer: every page moved is in one, and some steps
+    # moved nothing (damon-tiering applies its schemes in the monitor's timer)
+    steps = rec["daemon_steps"].values()
+    assert sum(c["pages"] for c in steps) == rec["promotions"] + rec["demotions"]
+    assert 0 < sum(c["moving_steps"] for c in steps) < sum(c["steps"] for c in steps)
+    assert rec["daemon_steps"]["monitor"]["steps"] > 0
 
 
 def test_daemon_stops_when_the_target_exits():

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TierlabError
-from ..interface import UNALLOC, PolicyBackend, PolicyView
+from ..interface import UNALLOC, PolicyBackend, PolicyView, timer_kind
 from ..field import RateField
 from ..machines import Machine
 from ..monitors import AccessedBits, RateSource
@@ -89,6 +89,40 @@ class _Landing:
     t0: float
     t1: float
     landed: int = 0
+    #: its frames on dst are taken from the start (`Memory.held`); a daemon's move
+    #: (`DaemonSteps`) takes them as its pages land, after the moves queued before it
+    reserved: bool = True
+
+
+@dataclass(frozen=True)
+class DaemonSteps:
+    """A policy driven by one user-space thread, as `tierlab exec` drives it
+    (linux/daemon.py): the timers the policy and its monitors set run one after
+    another, each taking `compute[kind]` seconds (`interface.timer_kind`), then its
+    moves page after page at `page_seconds` each, since move_pages(2) returns once its
+    pages are moved (mm/migrate.c, do_pages_move: one page list after another); the
+    pages land as they are copied. A timer due while the thread is busy runs when it
+    is free and is next due one period after its last due time that has passed
+    (LinuxSim.run_due: no catching up). Without it (the default) a policy's timer
+    costs no time and its moves land at once. The calls `tierlab exec`'s policies make
+    are modelled (`migrate`, `migrate_ranges`); other moves land at once.
+
+    `from_linux(daemon_steps)`: calibrated from a Linux run's record (its
+    `daemon_steps`): each kind's mean time of a step that moved nothing, and the
+    moving steps' time beyond it per page moved."""
+    compute: dict
+    page_seconds: float
+
+    @classmethod
+    def from_linux(cls, steps: dict) -> "DaemonSteps":
+        compute, extra, pages = {}, 0.0, 0
+        for kind, c in steps.items():
+            idle = c["steps"] - c["moving_steps"]
+            compute[kind] = (c["seconds"] - c["moving_seconds"]) / idle if idle else 0.0
+        for kind, c in steps.items():
+            extra += c["moving_seconds"] - c["moving_steps"] * compute[kind]
+            pages += c["pages"]
+        return cls(compute, max(extra, 0.0) / pages if pages else 0.0)
 
 
 class Simulation(PolicyBackend):
@@ -144,6 +178,11 @@ class Simulation(PolicyBackend):
         self._set_up = False  # the first change (the set-up) applied
         self._timers: list = []
         self._seq = 0
+        #: the policy's thread when it has step times (`DaemonSteps`; None: free)
+        self.daemon: DaemonSteps | None = None
+        self._attaching = False  # the policy attaches: the timers set are the daemon's
+        self._step: list | None = None  # a daemon step runs: [its clock]
+        self._busy_until = 0.0
         self._epoch = np.zeros(workload.npages, dtype=np.uint8)  # demotion stamps
         self._pp_window = pingpong_window
         self._spare_cores = machine.cores_per_socket - self.threads
@@ -198,13 +237,18 @@ class Simulation(PolicyBackend):
             raise RuntimeError("policies may not read the true rates (oracle only)")
         return self.timeline.field
 
-    def every(self, period: float, fn, offset: float | None = None) -> None:
-        """Call fn(now) every `period` simulated seconds (first after `offset`)."""
+    def every(self, period: float, fn, offset: float | None = None,
+              daemon: bool | None = None) -> None:
+        """Call fn(now) every `period` simulated seconds (first after `offset`).
+        `daemon`: it is the policy's thread's work (`DaemonSteps`); by default, a timer
+        set while the policy attaches or from one of its steps is."""
         if period <= 0:
             raise ValueError("period must be > 0")
+        if daemon is None:
+            daemon = self._attaching or self._step is not None
         t = self.now + (period if offset is None else offset)
         self._seq += 1
-        heapq.heappush(self._timers, (t, self._seq, period, fn))
+        heapq.heappush(self._timers, (t, self._seq, period, fn, bool(daemon), t))
 
     def stall(self, thread_seconds: float) -> None:
         """The application loses `thread_seconds` of one thread's time (a fault handled
@@ -256,7 +300,7 @@ class Simulation(PolicyBackend):
         instead of listing every page, deduplicating and filtering the list."""
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
-        if self._landing or not disjoint_ranges(starts, ends):
+        if self._landing or self._step is not None or not disjoint_ranges(starts, ends):
             return super().migrate_ranges(starts, ends, dst, sync, reason)
         if self.shadows is not None:
             pages, cur = range_movable(self.mem.node, starts, ends, dst)
@@ -278,7 +322,7 @@ class Simulation(PolicyBackend):
         remapped = 0
         if self.shadows is not None and len(pages):
             remapped, pages, cur = self._shadow_moves(pages, cur, dst, reason)
-        room = int(self.mem.free[dst] - self.mem.wmark_min[dst])
+        room = int(self.mem.free[dst] - self.mem.wmark_min[dst]) + self._pending_room(dst)
         if self.shadows is not None and len(pages) > room:
             self.shadows.reclaim(dst, len(pages) - room)
             room = int(self.mem.free[dst] - self.mem.wmark_min[dst])
@@ -289,18 +333,43 @@ class Simulation(PolicyBackend):
             self._charge_copy(len(pages), True, copies=1)
             self._queue_landing(pages, cur, dst, reason)
             return remapped + len(pages)
+        if self._step is not None and not sync and not self.policy.free_migrations:
+            self._charge_copy(len(pages), False, copies=1)
+            t0 = self._step[0]
+            self._step[0] = t0 + len(pages) * self.daemon.page_seconds
+            self._queue_landing(pages, cur, dst, reason, (t0, self._step[0]))
+            return remapped + len(pages)
         self._relocate(pages, cur, np.full(len(pages), dst, dtype=np.uint8), reason)
         self._charge_copy(len(pages), sync, copies=1)
         return remapped + len(pages)
 
-    def _queue_landing(self, pages, cur, dst: int, reason: str) -> None:
+    def _queue_landing(self, pages, cur, dst: int, reason: str, daemon_step=None) -> None:
         """Pages whose copies were just charged as a stall land evenly from the end of
         the batches ahead of them to the end of the stall now pending; their frames on
-        `dst` are held meanwhile."""
+        `dst` are held meanwhile. A daemon's move (`DaemonSteps`) lands over the
+        `daemon_step` (t0, t1) it takes, its frames taken as it lands."""
+        if daemon_step is not None:
+            self._landing.append(_Landing(pages, cur, int(dst), reason, *daemon_step,
+                                          reserved=False))
+            return
         t0 = max([self.now] + [b.t1 for b in self._landing[-1:]])
         t1 = max(self.now + self._stall_pending, t0)
         self.mem.held[dst] += len(pages)
         self._landing.append(_Landing(pages, cur, int(dst), reason, t0, t1))
+
+    def _pending_room(self, dst: int) -> int:
+        """Frames on `dst` that the daemon's moves queued so far free (pages leaving it)
+        less those they take (pages arriving, not held), once they have landed: a
+        daemon step's later move finds the room its earlier ones made
+        (`DaemonSteps`)."""
+        if self._step is None:
+            return 0
+        n = 0
+        for b in self._landing:
+            n += int(np.count_nonzero(b.cur[b.landed:] == dst))
+            if b.dst == dst and not b.reserved:
+                n -= len(b.pages) - b.landed
+        return n
 
     def _land(self, now: float) -> None:
         """Relocate the queued synchronous moves whose copies are done by `now`. A page
@@ -309,12 +378,17 @@ class Simulation(PolicyBackend):
         while self._landing:
             b = self._landing[0]
             n = len(b.pages)
-            due = n if now >= b.t1 else int(n * max(now - b.t0, 0.0) / (b.t1 - b.t0))
+            due = n if now >= b.t1 else 0 if now <= b.t0 else \
+                int(n * (now - b.t0) / (b.t1 - b.t0))
             if due > b.landed:
                 p, c = b.pages[b.landed:due], b.cur[b.landed:due]
                 b.landed = due
-                self.mem.held[b.dst] -= len(p)
+                if b.reserved:
+                    self.mem.held[b.dst] -= len(p)
                 ok = self.mem.node[p] == c
+                if not b.reserved:  # a page without a free frame stays (-ENOMEM)
+                    room = int(self.mem.free[b.dst] - self.mem.wmark_min[b.dst])
+                    ok &= np.cumsum(ok) <= max(room, 0)
                 if ok.any():
                     self._relocate(p[ok], c[ok], np.full(int(ok.sum()), b.dst, np.uint8),
                                    b.reason)
@@ -371,7 +445,7 @@ class Simulation(PolicyBackend):
             return 0, 0
         if self.shadows is None:
             self.shadows = ShadowCopies(self)
-            self.every(SHADOW_TICK, self._shadow_tick)
+            self.every(SHADOW_TICK, self._shadow_tick, daemon=False)
         self.shadows.drop(pages)
         copy_s = PAGE / (self.machine.migrate_bw / self.scale)
         ok, tries = self.shadows.tpm_outcome(pages, copy_s, int(retries))
@@ -733,7 +807,11 @@ class Simulation(PolicyBackend):
         first = next(changes, None)
         if first is None or first.at != 0:
             raise RuntimeError(f"workload {w.name} must start with a change at work 0")
-        self.policy.attach(self.policy_view)
+        self._attaching = True
+        try:
+            self.policy.attach(self.policy_view)
+        finally:
+            self._attaching = False
         self._apply_change(first)
         self._set_up = True  # later first touches cost Machine.first_touch_s
         nxt = next(changes, None)
@@ -749,7 +827,7 @@ class Simulation(PolicyBackend):
         next_metric = 0.0
         self._record()
         next_metric = metric_dt
-        self.every(1.0, self._kswapd_all)
+        self.every(1.0, self._kswapd_all, daemon=False)
         total = w.total_work
         while self.work < total * (1 - 1e-12):
             if self.now > self.max_sim_seconds:
@@ -777,6 +855,10 @@ class Simulation(PolicyBackend):
                 cands.append(max(nxt_t.at, self.now))
             if self._timers:
                 cands.append(max(self._timers[0][0], self.now))
+            if self._landing and not self._landing[0].reserved:  # a daemon's pages land
+                b = self._landing[0]
+                cands.append(max(min(b.t1, max(self.now, b.t0) + (b.t1 - b.t0) / 16),
+                                 self.now))
             t_next = min(cands)
             if self._stall_pending <= 0:
                 self._advance(t_next, x)
@@ -789,11 +871,10 @@ class Simulation(PolicyBackend):
             while nxt_t is not None and nxt_t.at <= self.now + eps:
                 self._apply_change(nxt_t)
                 nxt_t = next(timed, None)
+            if self._landing and self.daemon is not None:  # its timers see what landed
+                self._land(self.now)
             while self._timers and self._timers[0][0] <= self.now + eps:
-                _, _, period, fn = heapq.heappop(self._timers)
-                fn(self.now)
-                self._seq += 1
-                heapq.heappush(self._timers, (self.now + period, self._seq, period, fn))
+                self._run_timer(*heapq.heappop(self._timers), eps)
             if self.now >= next_metric - eps:
                 self._record()
                 next_metric = self.now + metric_dt
@@ -805,6 +886,28 @@ class Simulation(PolicyBackend):
             self.progress(1.0)
         self.wall_seconds = time.perf_counter() - t_wall
         return self.record()
+
+    def _run_timer(self, t, seq, period, fn, daemon, phase, eps) -> None:
+        """Run a due timer and set it again. The policy's thread with step times
+        (`DaemonSteps`): a timer due while it is busy waits; one that ran is next due
+        as LinuxSim.run_due sets it."""
+        if not daemon or self.daemon is None:
+            fn(self.now)
+            self._seq += 1
+            heapq.heappush(self._timers, (self.now + period, self._seq, period, fn,
+                                          daemon, self.now + period))
+            return
+        if self.now < self._busy_until - eps:
+            heapq.heappush(self._timers, (self._busy_until, seq, period, fn, daemon, phase))
+            return
+        self._step = [self.now + self.daemon.compute.get(timer_kind(fn), 0.0)]
+        try:
+            fn(self.now)
+        finally:
+            self._busy_until, self._step = self._step[0], None
+        nxt = phase + period * max(1, int((self._busy_until - phase) // period) + 1)
+        self._seq += 1
+        heapq.heappush(self._timers, (nxt, self._seq, period, fn, daemon, nxt))
 
     def record(self) -> dict:
         """The run record (reports/results.py; its fields: README.md, "What is there")."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..interface import UNALLOC, PolicyBackend, watermark_pages
+from ..interface import UNALLOC, PolicyBackend, timer_kind, watermark_pages
 from ..structures import unique_in_order
 from ..errors import TierlabError
 from ..field import range_node_counts
@@ -259,6 +259,9 @@ class LinuxSim(PolicyBackend):
         self.bw_limit = bw_limit
         self.monitors: dict = {}
         self._timers: list = []
+        #: the daemon's steps by kind of timer (`interface.timer_kind`): steps, seconds,
+        #: steps that moved pages, their seconds, pages moved (`run_due`)
+        self.daemon_steps: dict = {}
         self._seq = 0
         self.threads = 1.0
         self.app_threads = 1  #: `Simulation.app_threads` (the application's threads)
@@ -435,10 +438,26 @@ class LinuxSim(PolicyBackend):
         due = sorted((x for x in self._timers if x[0] <= now), key=lambda x: (x[0], x[1]))
         for timer in due:
             t, _, period, fn = timer
-            fn(self.now)
+            start, moved = self.now, self.stats.promotions + self.stats.demotions
+            fn(start)
             after = self.now
             timer[0] = t + period * max(1, int((after - t) // period) + 1)
+            self._count_step(timer_kind(fn), after - start,
+                             self.stats.promotions + self.stats.demotions - moved)
         return len(due)
+
+    def _count_step(self, kind: str, seconds: float, pages: int) -> None:
+        """One timer's run in `daemon_steps` (what `engine.DaemonSteps` is calibrated
+        from: a step's own time, and the time and pages of those that moved any)."""
+        c = self.daemon_steps.setdefault(kind, {"steps": 0, "seconds": 0.0,
+                                                "moving_steps": 0, "moving_seconds": 0.0,
+                                                "pages": 0})
+        c["steps"] += 1
+        c["seconds"] += seconds
+        if pages:
+            c["moving_steps"] += 1
+            c["moving_seconds"] += seconds
+            c["pages"] += int(pages)
 
 
 _ERRNO_NAMES = {2: "gone", 14: "gone", 16: "busy", 12: "nomem", 13: "denied",
@@ -454,6 +473,8 @@ class _DamonBridge:
     a region it moved) is kept here: pages whose region was reset report
     min(kernel age, aggregations since the reset).
     """
+
+    timer_kind = "monitor"  #: interface.timer_kind
 
     def __init__(self, sim: LinuxSim, mon, damon):
         self.sim, self.mon, self.damon = sim, mon, damon

@@ -163,6 +163,9 @@ class Daemon:
             "managed_bytes_max": int(max(getattr(self, "_managed_max", 0), tot) * PAGE),
             "notes": list(sim.notes),
             "policy_stats": jsonable(sim.policy.stats()),
+            # each kind of timer's steps: how long the daemon took, with and without
+            # moves (LinuxSim.daemon_steps)
+            "daemon_steps": jsonable(sim.daemon_steps),
             "series": self.series,
         }
 

@@ -67,6 +67,8 @@ class IdleSampler:
     the regions are too many for the kernel to sample at the monitor's interval.
     """
 
+    timer_kind = "monitor"  #: interface.timer_kind
+
     def __init__(self, sim, mon, min_sample_s: float = 0.010):
         if min_sample_s <= 0:
             raise TierlabError(f"idle sampler min_sample_s {min_sample_s}: must be > 0")

@@ -39,6 +39,9 @@ def _unwrapping(attach):
 class Monitor:
     """Base class: `attach(sim)` once, then work from timers."""
 
+    #: its timers' work, for a daemon's step times (`interface.timer_kind`)
+    timer_kind = "monitor"
+
     #: keys tierlab sets when a policy builds its monitor, not a user's
     internal_params = ("name", "target")
 
