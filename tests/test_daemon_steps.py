@@ -92,3 +92,57 @@ def test_step_times_from_a_linux_record():
                     "moving_seconds": 0.0, "pages": 0}})
     assert d.compute == pytest.approx({"policy": 1.0, "monitor": 0.1})
     assert d.page_seconds == pytest.approx((22.0 - 2 * 1.0) / 4000)
+
+
+class Watch(Policy):
+    """A monitor and what its aggregations published: (time, largest nr_accesses)."""
+
+    def __init__(self, monitor):
+        super().__init__()
+        self.monitor, self.seen = monitor, []
+
+    def attach(self, sim) -> None:
+        super().attach(sim)
+        self.monitor.attach(sim)
+        self.monitor.subscribe(lambda mon, now: self.seen.append(
+            (now, int(mon._nr.max()) if mon.nr_regions else 0)))
+
+
+def _watch(monitor, daemon):
+    sim = Simulation(small_machine(), HotCold(work=4e8), Watch(monitor),
+                     ALLOCS.create("dram-preferred"))
+    sim.daemon = daemon
+    sim.run()
+    return sim.policy.seen
+
+
+def test_idt_regions_aggregate_on_time_when_their_ticks_are_late():
+    """IDT's sampling ticks at 0.35 s against a 10 ms interval and a 100 ms aggregation
+    (the sampler of tierlab exec in the guest): every tick aggregates, its one sample's
+    counts scaled to the 10 of an aggregation, as linux/idle_sampler.py does; on time,
+    every 10th tick aggregates."""
+    from tierlab.monitors.idt_regions import IdtRegions
+
+    def mon():
+        return IdtRegions(sample="10ms", aggr="100ms", min_nr_regions=10, max_nr_regions=50)
+    late = _watch(mon(), DaemonSteps({"monitor": 0.35}, page_seconds=0.0))
+    gaps = np.diff([0.0] + [t for t, _ in late][:5])  # each the next 10 ms tick after
+    assert np.all((gaps > 0.35 - 1e-9) & (gaps < 0.36 + 1e-9)), gaps
+    assert {nr for _, nr in late} <= {0, 10} and any(nr == 10 for _, nr in late)
+    on_time = _watch(mon(), None)
+    assert [t for t, _ in on_time][:3] == pytest.approx([0.1, 0.2, 0.3])
+
+
+def test_a_late_read_of_damon_sees_its_last_aggregation_interval():
+    """DAMON read by a busy daemon (the kdamond aggregates on its own in the kernel):
+    the regions' counts are those of the last 100 ms, not of the seconds since the last
+    read, so a region touched now and then is not counted as hot."""
+    from tierlab.monitors.damon import Damon
+    calls = []
+    mon = Damon(min_nr_regions=10, max_nr_regions=50)
+    real = mon._sample
+    mon._sample = lambda t0, t1: (calls.append((t0, t1)), real(t0, t1))[1]
+    _watch(mon, DaemonSteps({"monitor": 0.35}, page_seconds=0.0))
+    assert calls and all(t1 - t0 == pytest.approx(0.1) for t0, t1 in calls)
+    # read at 0 (the first, no sample), busy to 0.35: next due on the 100 ms grid
+    assert [t1 for _, t1 in calls[:2]] == pytest.approx([0.4, 0.8])

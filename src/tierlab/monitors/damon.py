@@ -510,6 +510,12 @@ class Damon(Monitor):
             return
         t0 = self._t_last
         self._t_last = now
+        if getattr(self.sim, "daemon", None) is not None:
+            # a daemon's thread reads the kernel's DAMON when it gets to it
+            # (`engine.DaemonSteps`): the kdamond has aggregated on its own meanwhile,
+            # and the read sees its last aggregation interval (the splits and merges
+            # of the ones before are not replayed)
+            t0 = max(t0, now - self.aggr_interval)
         if self.nr_regions:
             nr = self._sample(t0, now)
             self.aggregate(nr, now)

@@ -255,10 +255,14 @@ class IdtRegions(Damon):
 
     def _tick(self, now: float) -> None:
         """One sampling interval: check the two pages of every region set at the last
-        tick, then (every samples_per_aggr ticks) aggregate."""
+        tick, then (every samples_per_aggr ticks) aggregate. Ticks that come late (a
+        daemon's thread busy: `engine.DaemonSteps`) aggregate when the aggregation's
+        time has come, their counts scaled to samples_per_aggr, as the Linux backend's
+        sampler does (linux/idle_sampler.py); on time, the two rules agree."""
         if self._t_last is None:
             self.ops_update(now, force=True)
             self._t_last = now
+            self._next_aggr = now + self.samples_per_aggr * self.sample_interval
             return
         t0, self._t_last = self._t_last, now
         R = self.nr_regions
@@ -270,9 +274,16 @@ class IdtRegions(Damon):
             a, b = ab[:R], ab[R:]
             self.charge_checks(4 * R)  # two pages, each a prepare (clear) and a check
             self.on_sample(a, b, pa, pb, now)
-        if self._nsamp >= self.samples_per_aggr:
+        spa = self.samples_per_aggr
+        if self._nsamp >= spa or (self._nsamp and
+                                  now >= self._next_aggr - self.sample_interval / 2):
             if self.nr_regions:
-                self.aggregate(self._acc, now)
+                self.aggregate(self._acc if self._nsamp == spa else
+                               np.rint(self._acc * (spa / self._nsamp)).astype(np.int64),
+                               now)
+            self._next_aggr += spa * self.sample_interval
+            if self._next_aggr <= now:
+                self._next_aggr = now + spa * self.sample_interval
             if now + 1e-12 >= self._next_update:
                 self.ops_update(now)
 
