@@ -701,3 +701,16 @@ def test_migrate_ranges_is_migrate_of_the_page_list(seed):
     np.testing.assert_array_equal(a.mem.node, b.mem.node)
     np.testing.assert_array_equal(a._reads, b._reads)
     assert b.mem.free[0] == b.mem.wmark_min[0]
+
+
+def test_the_policy_is_told_the_policy_machine():
+    """`Simulation.policy_machine`: what the policy's view calls the machine (a mirror
+    of a real run gives what that backend's topology said); the physics keeps its own."""
+    from dataclasses import replace
+    sim = _fresh()
+    assert sim.policy_view.machine is sim.machine
+    told = replace(sim.machine, name="told",
+                   tiers=[replace(t, read_lat_ns=3 * t.read_lat_ns) for t in sim.machine.tiers])
+    sim.policy_machine = told
+    assert sim.policy_view.machine is told and sim.machine.name == "small"
+    assert sim._lat_r[1] == small_machine().read_latency_ns(1)

@@ -135,6 +135,9 @@ class PolicyView:
     def __getattr__(self, name: str):
         if name in PolicyView.__slots__ or name.startswith("__"):
             raise AttributeError(name)  # an unset slot (copy, pickle): no recursion
+        if name == "machine":  # as the policy is told it (`Simulation.policy_machine`)
+            b = self._guarded_backend
+            return getattr(b, "policy_machine", None) or b.machine
         if name in PolicyView.FORWARDED or (self._trusted and name in PolicyView.TRUTH):
             return getattr(self._guarded_backend, name)
         if name in PolicyView.TRUTH:

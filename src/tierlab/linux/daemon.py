@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import TierlabError
@@ -166,6 +167,8 @@ class Daemon:
             # each kind of timer's steps: how long the daemon took, with and without
             # moves (LinuxSim.daemon_steps)
             "daemon_steps": jsonable(sim.daemon_steps),
+            # the machine the policy was given (linux/topology.py to_machine)
+            "machine_spec": jsonable(asdict(sim.machine)),
             "series": self.series,
         }
 
