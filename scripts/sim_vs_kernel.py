@@ -46,7 +46,7 @@ import harness  # noqa: E402
 import replay_export  # noqa: E402
 from tierlab import api  # noqa: E402
 from tierlab.engine.engine import DaemonSteps  # noqa: E402
-from tierlab.machines.machine import Machine, Tier  # noqa: E402
+from tierlab.machines.machine import CacheSpec, Machine, Tier  # noqa: E402
 from tierlab.units import PAGE  # noqa: E402
 
 MIB = 2**20
@@ -189,6 +189,7 @@ def guest_data(case: Case, run) -> dict:
              zoneinfo=(run.one("zoneinfo") or {}).get("nodes"),
              nodes_before=(run.one("nodes-before") or {}).get("nodes"),
              knobs=run.one("kernel-tiering-knobs"), ready=ready,
+             ready_nodes=run.one(kind, event="ready-nodes"),
              ops=int(done["ops"]), run_s=float(done.get("run_s") or done["seconds"]),
              write_share=float(done["writes"]) / max(done["ops"], 1))
     g["ops_per_s"] = g["ops"] / g["run_s"]  # the average, stalls included
@@ -214,6 +215,7 @@ def guest_data(case: Case, run) -> dict:
         g["demoted"] = [d - d0 for t, d in zip(ts, st["demotions"]) if t >= 0]
         g["exec_policy_stats"] = res.get("policy_stats")
         g["exec_daemon_steps"] = res.get("daemon_steps")
+        g["exec_machine_spec"] = res.get("machine_spec")
         return g
     g["ct"] = [round(s.get("counters_uptime", s["uptime"]) - t_on, 3) for s in samples]
     vm = [s["vmstat"] for s in samples]
@@ -281,6 +283,17 @@ def guest_machine(g: dict, watermarks: bool = True, migrate_bw: float = 1.5e9,
         hint_fault_s=hint_fault_s, first_touch_s=first_touch_s, pte_walk_s=pte_walk_s,
         pte_update_s=pte_update_s, demotion_enabled=bool(knobs.get("demotion_enabled", True)),
         description="the tests/guest QEMU machine")
+
+
+def machine_from_spec(spec: dict) -> Machine:
+    """The Machine a Linux run's record gives (`machine_spec`: the daemon's machine from
+    the guest's topology, HMAT figures included)."""
+    d = dict(spec, tiers=[Tier(**t) for t in spec["tiers"]])
+    d["antagonist"] = {int(k): v for k, v in (d.get("antagonist") or {}).items()}
+    d["watermarks"] = tuple(d["watermarks"])
+    if d.get("dram_cache"):
+        d["dram_cache"] = CacheSpec(**d["dram_cache"])
+    return Machine(**d)
 
 
 def room_bytes(g: dict) -> int:
@@ -353,7 +366,10 @@ def sim_policy(case: Case, g: dict) -> str:
         opts = ",".join(f"{k}={v}" for k, v in DAMON.items())
         return f"damon-tiering:{opts},goals={'on' if goals else 'off'}"
     # tierlab exec runs the policy on the kernel's DAMON: the young filter is off there
-    return "damon-tiering:young=off" if case.policy == "damon-tiering" else case.policy
+    if case.policy == "damon-tiering":
+        return "damon-tiering:young=off"
+    # and without uncore counters: tierlab's load curves are off there
+    return case.policy + ",balance=off" if case.policy.startswith("tierlab:") else case.policy
 
 
 def trace_path(case: Case) -> Path:
@@ -423,6 +439,8 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
     sim.mem.held[0] += others_pages(g, m)
     if g.get("exec_daemon_steps"):  # tierlab exec's thread: its steps take their time
         sim.daemon = DaemonSteps.from_linux(g["exec_daemon_steps"])
+    if g.get("exec_machine_spec"):  # the machine tierlab exec's policy was given
+        sim.policy_machine = machine_from_spec(g["exec_machine_spec"])
     if case.tiering != "exec":  # what the kernel's reclaim and paddr DAMON see
         sim.mem.idle[0] = min(idle_pages(g), sim.mem.held[0])
     if case.workload != "replay":
@@ -433,11 +451,16 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
         def bind(now):
             """hotcold binds its hot windows to node 1 (--hot-node 1): the mirror's first
             touch puts those that fit above node 0's watermark there; they go back,
-            uncounted, before anything runs"""
+            uncounted, before anything runs. In the exec cases the policy ran during
+            hotcold's fill: each window and the cold range then start with as many
+            pages on node 0 as hotcold found there at ready (`ready_nodes`)."""
             on0 = windows[sim.mem.node[windows] == 0]
             if on0.size:
                 sim.teleport(on0, np.ones(on0.size, np.uint8), reason="hotcold mbind")
-        sim.every(1e9, bind, offset=0.0)
+            at_ready = g.get("ready_nodes") if case.tiering == "exec" else None
+            if at_ready:
+                _place_as_at_ready(sim, at_ready, w.region_start, w.region_end)
+        sim.every(1e9, bind, offset=0.0, daemon=False)
     series = {"t": [], "hot_fast": [], "promoted": [], "demoted": []}
     scanner = getattr(sim.policy, "scanner", None) if case.tiering == "kernel" else None
     if scanner is not None:
@@ -505,6 +528,24 @@ def gaps(g: dict, s: dict) -> dict:
                     (0.0 if m == k else None)}
     out["verdict"] = "agrees" if _meets(out) else "misses"
     return out
+
+
+def _place_as_at_ready(sim, at_ready: dict, starts, ends) -> None:
+    """Region 0 (cold) and 1.. (the hot windows) with the share of their pages on node 0
+    that hotcold's ready-nodes line gave (each region's first pages: its accesses are
+    uniform); cold pages go down first to make the room."""
+    counts = [at_ready["cold"]] + list(at_ready["windows"])
+    want = [round((e - s) * c[0] / max(sum(c), 1)) for s, e, c in zip(starts, ends, counts)]
+    for i in sorted(range(len(want)), key=lambda i: i > 0):  # the cold range first
+        pages = np.arange(starts[i], ends[i])
+        on0 = pages[sim.mem.node[pages] == 0]
+        down = on0[want[i]:]
+        if down.size:
+            sim.teleport(down, np.ones(down.size, np.uint8), reason="hotcold at ready")
+        up = pages[sim.mem.node[pages] == 1][:max(want[i] - min(on0.size, want[i]), 0)]
+        up = up[:max(int(sim.mem.free[0] - sim.mem.wmark_min[0]), 0)]
+        if up.size:
+            sim.teleport(up, np.zeros(up.size, np.uint8), reason="hotcold at ready")
 
 
 def _sim_share(g: dict, s: dict, t: float) -> float:

@@ -20,6 +20,8 @@
  * T ms (as tierlab's gups:dynamic), and the windows left behind turn cold.
  *
  * Output (stdout, one JSON object per line; --ready-file/--done-file get a copy):
+ *   {"event":"ready-nodes","windows":[[n0,n1],...],"cold":[n0,n1]}   each hot window's
+ *    and the cold range's pages on nodes 0 and 1 after the fill, just before ready
  *   {"event":"ready","pid":P,"hot":[start,end],"cold":[start,end],...}
  *   {"event":"progress","t":s,"ops":n,"window":w,"uptime":u,"hot_nodes":{"0":a,"1":b},
  *    "hot_absent":c,...}     every I ms (I=0: none); hot_* count the current window's pages
@@ -222,6 +224,29 @@ int main(int argc, char **argv)
     void **win_addr = malloc(win_pages * sizeof(void *));
     int *win_status = malloc(win_pages * sizeof(int));
     if (!win_addr || !win_status) { perror("hotcold: malloc"); return 2; }
+
+    /* where the fill left every window and the cold range (a policy run with the fill,
+     * as tierlab exec, may have moved pages meanwhile) */
+    {
+        size_t most = hot.pages > cold.pages ? hot.pages : cold.pages;
+        void **addr = malloc((most ? most : 1) * sizeof(void *));
+        int *status = malloc((most ? most : 1) * sizeof(int));
+        if (!addr || !status) { perror("hotcold: malloc"); return 2; }
+        struct pagenode_count pc;
+        printf("{\"event\":\"ready-nodes\",\"windows\":[");
+        for (long w = 0; w < windows; w++) {
+            for (size_t q = 0; q < win_pages; q++)
+                addr[q] = hot.start + (w * win_pages + q) * pg;
+            pagenode_count(addr, win_pages, status, &pc);
+            printf("%s[%lu,%lu]", w ? "," : "", pc.node[0], pc.node[1]);
+        }
+        for (size_t q = 0; q < cold.pages; q++)
+            addr[q] = cold.start + q * pg;
+        pagenode_count(addr, cold.pages, status, &pc);
+        printf("],\"cold\":[%lu,%lu]}\n", pc.node[0], pc.node[1]);
+        fflush(stdout);
+        free(addr); free(status);
+    }
 
     char line[1024];
     snprintf(line, sizeof line,
