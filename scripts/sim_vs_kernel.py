@@ -166,6 +166,51 @@ def guest_args(case: Case) -> tuple[str, dict]:
                            "replay" else "hotcold", sample_ms=500, interval_ms=500, **a)
 
 
+def _room_at_ready(at_ready: dict | None, samples: list) -> int | None:
+    """Node 0's pages the workload had at hotcold's ready in an exec case: its own
+    there (ready-nodes) and node 0's free pages then, from the first placement sample
+    (taken after ready: the pages the policy moved since, per range, are given back).
+    None without the ready-nodes line."""
+    if not at_ready or not samples:
+        return None
+    first = samples[0]
+    hot0 = sum(w[0] for w in at_ready["windows"])
+    cold0 = at_ready["cold"][0]
+    free = first["free"]["N0"] + (first["hot"]["N0"] - hot0) + \
+        (first["cold"]["N0"] - cold0)
+    return int(hot0 + cold0 + free)
+
+
+def _exec_clock(run) -> float:
+    """The guest uptime at which tierlab exec's own clock (its record's series `t`) read
+    0: its first interval line ("t=   0.0s ...", logged with the uptime it came at).
+    The exec command's start is seconds earlier (the interpreter and numpy load first:
+    6 s under TCG), which would put the daemon's moves before hotcold's ready."""
+    for r in run.of("exec-line"):
+        line = r.get("line", "")
+        if line.startswith("t=") and "s " in line:
+            return float(r["uptime"]) - float(line[2:].split("s", 1)[0])
+    return run.one("exec-command")["uptime"]
+
+
+def reread_guest(case: Case, g: dict) -> dict:
+    """A saved guest run read again from its log (when the log is still here), so a
+    change in how a log is read applies to runs already made; the saved run as it is
+    otherwise."""
+    log = Path(g.get("log") or "")
+    if not log.is_file():
+        return g
+    run = harness.GuestRun(*guest_args(case), log_path=log)
+    for line in log.read_text(errors="replace").splitlines():
+        i = line.find(harness.RESULT)
+        if i >= 0:
+            try:
+                run.results.append(json.loads(line[i + len(harness.RESULT):]))
+            except ValueError:
+                continue
+    return dict(guest_data(case, run), commit=g.get("commit", "?"))
+
+
 def boot_guest(case: Case) -> dict:
     scenario, args = guest_args(case)
     return guest_data(case, _boot(scenario, args))
@@ -206,7 +251,7 @@ def guest_data(case: Case, run) -> dict:
         g["window"] = [int(p.get("window", 0)) for p in prog]  # which one it measured
     if case.tiering == "exec":
         res = run.one("exec-results")["data"][0]
-        t_exec = run.one("exec-command")["uptime"]
+        t_exec = _exec_clock(run)
         st = res["series"]
         ts = [t + t_exec - t_on for t in st["t"]]
         p0, d0 = _step(ts, st["promotions"], 0.0), _step(ts, st["demotions"], 0.0)
@@ -215,6 +260,7 @@ def guest_data(case: Case, run) -> dict:
         g["demoted"] = [d - d0 for t, d in zip(ts, st["demotions"]) if t >= 0]
         g["exec_policy_stats"] = res.get("policy_stats")
         g["exec_daemon_steps"] = res.get("daemon_steps")
+        g["node0_room_at_ready"] = _room_at_ready(g.get("ready_nodes"), samples)
         g["exec_machine_spec"] = res.get("machine_spec")
         return g
     g["ct"] = [round(s.get("counters_uptime", s["uptime"]) - t_on, 3) for s in samples]
@@ -297,10 +343,13 @@ def machine_from_spec(spec: dict) -> Machine:
 
 
 def room_bytes(g: dict) -> int:
-    """What node 0 had for the workload: the guest's free memory before it, less, in
-    the exec cases, tierlab exec's own process (interpreter, numpy: ~110 MiB), which
-    holds node 0 beside the bound cold range and is not migrated."""
+    """What node 0 had for the workload: the guest's free memory before it; in the
+    exec cases, what it had at ready (`_room_at_ready`: tierlab exec's own process,
+    interpreter and numpy, holds node 0 beside it and is not migrated), or for runs
+    without that measure the cold range and 16 MiB."""
     if g["case"].startswith("exec-"):
+        if g.get("node0_room_at_ready"):
+            return g["node0_room_at_ready"] * PAGE
         return (g["sizes"]["cold_mib"] + 16) * MIB
     return g["sizes"]["node0_free_mib"] * MIB
 
@@ -840,7 +889,8 @@ def main() -> int:
                     help="run each case N times, each in a fresh guest beside its own "
                     "simulation; the table gives the kernel's spread (default 1)")
     ap.add_argument("--guest-json", help="reuse the guest runs saved in an earlier data.json "
-                    "(its runs of a case before new ones)")
+                    "(its runs of a case before new ones; read again from their logs where "
+                    "these are still in .cache/guest/logs)")
     ap.add_argument("--report-only", action="store_true",
                     help="no guest, no simulation: compare the runs saved in --out's data.json "
                     "again and rewrite its README.md and figures")
@@ -899,7 +949,8 @@ def main() -> int:
     failed = []
     for name in a.case or list(CASES):
         case = CASES[name]
-        guests = [r["guest"] for r in _runs(saved[name])] if name in saved else []
+        guests = [reread_guest(case, r["guest"]) for r in _runs(saved[name])] \
+            if name in saved else []
         runs = []
         for i in range(max(a.repeats, len(guests))):
             print(f"sim_vs_kernel: {name}, run {i + 1} of {max(a.repeats, len(guests))}",
