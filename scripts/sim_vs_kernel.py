@@ -25,7 +25,9 @@ hint-fault, first-touch and PTE-scan costs (`--migrate-bw`, `--hint-fault-us`,
 before the workload started (`idle_pages`); nothing is tuned per case. Measured in each
 run, as the workload's op rate is: in the exec cases, how long tierlab exec's thread
 took a step of each kind and a page moved (its record's `daemon_steps`,
-`engine.DaemonSteps`): the simulated policy's steps take as long. Writes README.md (one table
+`engine.DaemonSteps`): the simulated policy's steps take as long; it is told the machine
+tierlab exec's policy was given (`machine_spec`) and starts from the placement hotcold
+found at ready. Writes README.md (one table
 of the gaps, then a section per case), CASE.png and data.json to --out.
 """
 from __future__ import annotations
@@ -53,7 +55,8 @@ MIB = 2**20
 #: targets of the comparison: the hot pages' share on node 0 at every second after the
 #: first, and the promotion and demotion counters at the end
 HOT_GAP, COUNTER_GAP = 0.05, 0.15
-#: counters below this many pages (on the kernel's side) get no relative gap
+#: counters below this many pages (on the kernel's side) get no relative gap; below it
+#: on both sides they agree (a few pages either way)
 MIN_COUNT = 100
 #: the moving hot set: 3 windows of 64 MiB, the hot one moving every 10 s, 40 s
 MOVING = dict(windows=3, hot_mib=64, move_ms=10000, seconds=40)
@@ -573,8 +576,7 @@ def gaps(g: dict, s: dict) -> dict:
     for key in ("promoted", "demoted"):
         k, m = _step(g["ct"], g[key], tc), _step(s["t"], s[key], tc)
         out[key] = {"kernel": int(k), "sim": int(m),
-                    "gap": round((m - k) / k, 3) if k >= MIN_COUNT else
-                    (0.0 if m == k else None)}
+                    "gap": _count_gap(k, m)}
     out["verdict"] = "agrees" if _meets(out) else "misses"
     return out
 
@@ -607,6 +609,14 @@ def _sim_share(g: dict, s: dict, t: float) -> float:
         if i >= 0:
             return s["windows"][max(_last(s["t"], t), 0)][g["window"][i]]
     return _step(s["t"], s["hot_fast"], t)
+
+
+def _count_gap(kernel: float, sim: float) -> float | None:
+    """The simulator's counter relative to the kernel's; 0 when both counted fewer than
+    MIN_COUNT pages, None when only the kernel's is that small."""
+    if kernel >= MIN_COUNT:
+        return round((sim - kernel) / kernel, 3)
+    return 0.0 if sim < MIN_COUNT else None
 
 
 def _within(c: dict) -> bool:
@@ -666,8 +676,7 @@ def summary(runs: list) -> dict:
                     "kernel_max": int(kv.max()), "sim": int(round(sv.mean())),
                     "sim_min": int(sv.min()), "sim_max": int(sv.max()),
                     # a count of a few pages has no meaningful relative gap
-                    "gap": round((sv.mean() - km) / km, 3) if km >= MIN_COUNT else
-                    (0.0 if sv.mean() == km else None),
+                    "gap": _count_gap(km, sv.mean()),
                     "kernel_spread": round((kv.max() - kv.min()) / km, 3) if km else None,
                     "inside": bool(kv.min() <= sv.mean() <= kv.max())}
     spread = n > 1 and out["hot_outside"] is not None and out["hot_outside"] <= HOT_GAP \
@@ -793,13 +802,14 @@ kernel's range. A second whose last guest sample is older than {FRESH_S:g} s is 
 compared (the guest's sampler stalls while a kdamond migrates). A case is *within the
 kernel's spread* when it misses the targets by no more than the kernel disagrees with
 itself: both counters inside the kernel's range (or within {100 * COUNTER_GAP:.0f}%) and the hot
-share within {HOT_GAP} of the kernel's band.
+share within {HOT_GAP} of the kernel's band. A counter under {MIN_COUNT} pages on both sides
+agrees (a few pages either way).
 
 **Guest**: Debian's 6.12 kernel in QEMU (TCG, one host thread for both vCPUs), node 0
 with the 2 CPUs and 512 MiB, node 1 CPU-less with 1 GiB in a lower tier (HMAT). **One
 calibration for every case**: node 0 = the guest's node 0 (its managed pages), of which
-the workload has the free memory it found (less `tierlab exec`'s own ~110 MiB in the
-exec cases) and the rest is held by others, the kernel's watermarks (/proc/zoneinfo)
+the workload has the free memory it found (in the exec cases what it had at hotcold's
+ready, tierlab exec's own process holding node 0 beside it) and the rest is held by others, the kernel's watermarks (/proc/zoneinfo)
 and demotion switch (the exec cases run with demotion_enabled off), the same access cost on both nodes (TCG emulates both in host memory),
 the guest's copy speed {calib.get('kernel_migrate_bw_mib', calib['migrate_bw_mib']):g} MiB/s
 in the kernel's own migrations and {calib['migrate_bw_mib']:g} MiB/s by move_pages(2) (the exec
@@ -812,7 +822,9 @@ the workload started (the initramfs's tmpfs: reclaim demotes them first, `Memory
 workload's per-op cost makes the simulated run as fast as the guest's, and in the exec
 cases the simulated policy's steps take as long as tierlab exec's thread took (per kind
 of timer, and per page moved: the run's `daemon_steps`, `engine.DaemonSteps`; given in
-each exec case's section). Run it on an idle
+each exec case's section), the policy is told the machine tierlab exec's was (its
+record's `machine_spec`: the guest's HMAT) and starts from where hotcold's fill left each
+range (`ready-nodes`). Run it on an idle
 host: under TCG the guest's kernel slows with the host's load, its timers do not. What
 each miss comes from, where it is known: docs/linux.md, "The simulator against the
 kernel".
