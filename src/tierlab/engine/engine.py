@@ -223,12 +223,12 @@ class Simulation(PolicyBackend):
         #: NOMAD's shadow copies and transactional migration (`engine/shadow.py`),
         #: created by the first `migrate_tpm`
         self.shadows: ShadowCopies | None = None
-        #: what the policy and the allocation policy are handed (`PolicyView`); only a
-        #: policy declaring `uses_true_rates` (the oracle) sees the truth through it
         #: the machine as the policy is told it (the view's `machine`): this one,
         #: unless a mirror of a real run gives what that backend's topology said
         #: (scripts/sim_vs_kernel.py: the guest's HMAT, which TCG does not keep)
         self.policy_machine = machine
+        #: what the policy and the allocation policy are handed (`PolicyView`); only a
+        #: policy declaring `uses_true_rates` (the oracle) sees the truth through it
         self.policy_view = PolicyView(self, policy,
                                       trusted=getattr(policy, "uses_true_rates", False))
         self.alloc_view = PolicyView(self, alloc)
