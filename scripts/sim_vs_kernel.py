@@ -420,8 +420,16 @@ def sim_policy(case: Case, g: dict) -> str:
     # tierlab exec runs the policy on the kernel's DAMON: the young filter is off there
     if case.policy == "damon-tiering":
         return "damon-tiering:young=off"
+    # IDT's region monitor, without idle page tracking in the guest (no user-space
+    # checks counted), ran on the kernel's DAMON with its intervals: idt as idt-damon,
+    # tierlab's regions from the kernel's DAMON
+    on_damon = ((g.get("exec_policy_stats") or {}).get("monitor") or {}).get("checks") == 0
+    if case.policy == "idt":
+        return "idt:monitor=damon" if on_damon else "idt"
     # and without uncore counters: tierlab's load curves are off there
-    return case.policy + ",balance=off" if case.policy.startswith("tierlab:") else case.policy
+    if case.policy.startswith("tierlab:"):
+        return case.policy + ",balance=off" + (",monitor=damon" if on_damon else "")
+    return case.policy
 
 
 def trace_path(case: Case) -> Path:

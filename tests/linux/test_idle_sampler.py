@@ -205,6 +205,20 @@ def test_without_idle_page_tracking_idt_says_it_uses_damon():
     assert proc.damons and proc.sets == 0
 
 
+def test_without_idle_page_tracking_tierlab_reads_one_page_a_sample():
+    """tierlab's IDT monitor fed by the kernel's DAMON: the run says so, and its rate
+    estimates count the one page a region the kernel checks each sample, not IDT's
+    two."""
+    clock = Clock()
+    proc = IdleProcess(clock)
+    proc.idle_page_tracking = False
+    sim = LinuxSim(machine2(), proc.ids, proc, api.make_policy("tierlab"), clock=clock)
+    assert sim.policy.monitor.pages_per_sample == 2
+    Daemon(sim, "tierlab", duration=2.0, echo=lambda m: None, sleep=clock.sleep).run()
+    assert any("kernel's DAMON" in n and "page_idle" in n for n in sim.notes)
+    assert proc.damons and sim.policy.monitor.pages_per_sample == 1
+
+
 # -- RealKernel ------------------------------------------------------------------------
 def test_real_kernel_idle_bits_through_the_bitmap_file(tmp_path):
     bm = tmp_path / procfs.IDLE_BITMAP

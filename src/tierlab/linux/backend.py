@@ -405,6 +405,12 @@ class LinuxSim(PolicyBackend):
             IdleSampler(self, mon).start()
             self.monitors.setdefault(mon.name, mon)
             return
+        if isinstance(mon, IdtRegions):  # tierlab's monitor (IDT's own swaps to damon)
+            # the kernel's DAMON checks one page a region each sample
+            mon.pages_per_sample = 1
+            self.note(f"{mon.name}: IDT's region monitor needs idle page tracking "
+                      "(/sys/kernel/mm/page_idle/bitmap), not available here; its regions "
+                      "come from the kernel's DAMON with the same intervals")
         d = self.kernel.damon(sample_us=round(mon.sample_interval * 1e6),
                               aggr_us=round(mon.aggr_interval * 1e6),
                               update_us=round(mon.update_interval * 1e6),

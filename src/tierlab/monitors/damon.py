@@ -365,8 +365,13 @@ class Damon(Monitor):
     Policy-facing API: `subscribe(fn)` (fn(monitor, now) after each aggregation's
     merge, where DAMOS runs), `regions` (a `Regions` snapshot: start, end, nr_accesses,
     age, last_nr_accesses), `max_nr_accesses` (aggregation / sample), `split_at(i,
-    page)`, `reset_age(idx)`, `sample_interval`, `aggr_interval`, `nr_aggregations`.
+    page)`, `reset_age(idx)`, `sample_interval`, `aggr_interval`, `nr_aggregations`,
+    `pages_per_sample`.
     """
+
+    #: pages whose accessed bits one sample of a region reads (the kernel's DAMON: one,
+    #: damon_va_check_access)
+    pages_per_sample = 1
 
     def __init__(self, sample="5ms", aggr="100ms", update="1s", min_nr_regions=10,
                  max_nr_regions=1000, target=None, zero_age_reset=True, name="damon"):

@@ -142,6 +142,10 @@ class IdtRegions(Damon):
     """IDT's region monitor: two samples per region every sampling interval, per-sample
     history and splits, Fisher-test merge at each aggregation."""
 
+    #: two pages a region each sample (the Linux backend sets 1 on one it feeds from the
+    #: kernel's DAMON, linux/backend.py attach_damon)
+    pages_per_sample = 2
+
     def __init__(self, sample="10ms", aggr="1s", update="1s", min_nr_regions=1000,
                  max_nr_regions=10000, history_bits=1024, window=16, fisher_alpha=0.10,
                  merge_rule="fisher", history="sample", split_at="middle", age_rule="idt",

@@ -115,8 +115,6 @@ class Tierlab(Policy):
         kinds = {"idt": IdtRegions, "damon": Damon}
         if str(monitor) not in kinds:
             raise TierlabError(f"bad tierlab monitor {monitor!r}; valid: idt, damon")
-        #: pages whose accessed bits one sample reads (IDT's monitor: two per region)
-        self.pages_per_sample = 2 if monitor == "idt" else 1
         # IDT's monitor as the own policy was built on: DAMON's age rule, 64 history
         # bits, splits between the two sampled pages
         extra = dict(age_rule="damon", history_bits=64, split_at="between") \
@@ -301,7 +299,8 @@ class Tierlab(Policy):
         n = 2 * mon.max_nr_accesses
         h = (np.asarray(r.nr_accesses) + np.asarray(r.last_nr_accesses)) / n
         h = np.clip(h, 0.0, 1.0 - 1.0 / (4 * n))
-        lam = -np.log1p(-h) / (mon.sample_interval * self.pages_per_sample)  # per page, /s
+        # per page, /s; a sample reads mon.pages_per_sample pages a region
+        lam = -np.log1p(-h) / (mon.sample_interval * mon.pages_per_sample)
         se = np.sqrt(np.maximum(h * (1 - h), 1.0 / n) / n)
         self.z = float(np.sqrt(2 * np.log(max(s.size, 2))) + 1.0)
         node = self._nodes(s, e)
