@@ -426,9 +426,11 @@ def sim_policy(case: Case, g: dict) -> str:
     on_damon = ((g.get("exec_policy_stats") or {}).get("monitor") or {}).get("checks") == 0
     if case.policy == "idt":
         return "idt:monitor=damon" if on_damon else "idt"
-    # and without uncore counters: tierlab's load curves are off there
+    # and without uncore counters: tierlab's load curves are off there; it started with
+    # hotcold and watched the fill, which the mirror's set-up is (headroom=attach)
     if case.policy.startswith("tierlab:"):
-        return case.policy + ",balance=off" + (",monitor=damon" if on_damon else "")
+        return case.policy + ",balance=off,headroom=attach" + \
+            (",monitor=damon" if on_damon else "")
     return case.policy
 
 

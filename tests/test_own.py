@@ -10,7 +10,8 @@ import pytest
 import tierlab
 from tierlab.errors import TierlabError
 from tierlab.machines.machine import Machine, Tier
-from tierlab.policies import POLICIES
+from tierlab.engine import Simulation
+from tierlab.policies import ALLOCS, POLICIES
 from tierlab.policies.loadbalance import LoadCurves, plan
 
 from conftest import HotCold
@@ -224,8 +225,28 @@ def test_headroom_changes_nothing_where_the_heap_does_not_grow():
         assert on[k] == off[k]
 
 
+def test_headroom_attach_counts_the_set_up_as_growth():
+    """`headroom=attach`: the heap's growth counts from the policy's start, so the
+    first decision keeps room for the set-up's pages (a quarter of the top node at
+    most) as a daemon that watched its program fill the heap does; `on` keeps none at
+    the first decision (it has no earlier count) and none later on a static heap."""
+    wl = slow_hotcold(hot=300, phases=2)
+    m = small_machine(dram_pages=900, slow_pages=4000)
+    kept = {}
+    for h in ("on", "attach"):
+        sim = Simulation(m, wl, POLICIES.create(f"tierlab:headroom={h}"),
+                         ALLOCS.create("dram-preferred"), seed=3)
+        real, got = sim.policy._reserve, []
+        sim.policy._reserve = lambda total, real=real, got=got: got.append(real(total)) \
+            or got[-1]
+        sim.run()
+        kept[h] = got
+    assert kept["on"] and not any(kept["on"])
+    assert kept["attach"][0] == int(0.25 * 900) and not any(kept["attach"][4:])
+
+
 def test_bad_headroom_is_named():
-    with pytest.raises(TierlabError, match="headroom.*on, off"):
+    with pytest.raises(TierlabError, match="headroom.*on, off, attach"):
         POLICIES.create("tierlab:headroom=maybe")
 
 

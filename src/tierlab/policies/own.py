@@ -56,7 +56,11 @@ Decision, every aggregation:
    D's hottest) are first-touched in the top node, not a lower one where they would
    wait for the next decision: TPP's (ASPLOS'23) demotion watermark apart
    from the allocation one, sized by our allocation rate. A heap that does not grow
-   keeps none, and its runs are those of `headroom=off`.
+   keeps none, and its runs are those of `headroom=off`. The growth counts from the
+   first decision; `headroom=attach` counts it from the policy's start (the heap it
+   had then: none in the simulator, whose set-up comes after), as a daemon started
+   with its program sees the program fill its heap (scripts/sim_vs_kernel.py's exec
+   cases).
 6. **No storms**: the moves of one decision are capped at half the copy bandwidth over
    the aggregation interval; a moved region's age is reset (IDT's rule), so its
    horizon starts again and it cannot bounce back at once.
@@ -111,7 +115,7 @@ class Tierlab(Policy):
         #: "off": the hits placement alone, as without uncore counters (an ablation)
         self.balance = parse_choice(balance, "tierlab balance", ("on", "off"))
         #: "off": the top node is filled to its high watermark however fast we allocate
-        self.headroom = parse_choice(headroom, "tierlab headroom", ("on", "off"))
+        self.headroom = parse_choice(headroom, "tierlab headroom", ("on", "off", "attach"))
         kinds = {"idt": IdtRegions, "damon": Damon}
         if str(monitor) not in kinds:
             raise TierlabError(f"bad tierlab monitor {monitor!r}; valid: idt, damon")
@@ -151,6 +155,8 @@ class Tierlab(Policy):
         self._shed_from = np.zeros(m.nnodes, dtype=bool)  #: shed from at this decision
         self.monitor.attach(sim)
         self.monitor.subscribe(self.decide)
+        if self.headroom == "attach":  # the heap's growth counts from now (`_reserve`)
+            self._total = int(np.count_nonzero(sim.mem.node != UNALLOC))
 
     # -- observations --------------------------------------------------------------------
     def _nodes(self, s, e):
