@@ -203,14 +203,7 @@ def reread_guest(case: Case, g: dict) -> dict:
     log = Path(g.get("log") or "")
     if not log.is_file():
         return g
-    run = harness.GuestRun(*guest_args(case), log_path=log)
-    for line in log.read_text(errors="replace").splitlines():
-        i = line.find(harness.RESULT)
-        if i >= 0:
-            try:
-                run.results.append(json.loads(line[i + len(harness.RESULT):]))
-            except ValueError:
-                continue
+    run = harness.GuestRun.from_log(log, *guest_args(case))
     return dict(guest_data(case, run), commit=g.get("commit", "?"))
 
 

@@ -79,6 +79,32 @@ class GuestRun:
                 return r
         return None
 
+    def take(self, line: str) -> None:
+        """One console line: a result, the end or boot mark, or a kernel error."""
+        self.lines.append(line)
+        i = line.find(RESULT)
+        if i >= 0:
+            try:
+                self.results.append(json.loads(line[i + len(RESULT):]))
+            except ValueError:
+                self.bad_results.append(line)
+        elif (m := _END.search(line)):
+            self.rc, self.guest_seconds = int(m.group(1)), float(m.group(2))
+        elif (m := _BOOT.search(line)):
+            self.boot_seconds = float(m.group(1))
+        elif _KERNEL_ERR.search(line):
+            self.kernel_errors.append(line)
+
+    @classmethod
+    def from_log(cls, path: Path, scenario: str, args: dict | None = None) -> "GuestRun":
+        """A finished run read back from its log (LOGS: each console line after its
+        host time)."""
+        run = cls(scenario=scenario, args=dict(args or {}), log_path=Path(path))
+        for line in Path(path).read_text(errors="replace").splitlines():
+            if not line.startswith("# "):  # the command and summary lines
+                run.take(line.split("] ", 1)[1] if line.startswith("[") else line)
+        return run
+
     def tail(self, n: int = 40) -> str:
         return "\n".join(self.lines[-n:])
 
@@ -259,19 +285,7 @@ class GuestJob:
             self._log.write(f"[{time.monotonic() - self._t0:8.3f}] {line}\n")
             if self.echo:
                 print(f"[{r.scenario}] {line}", flush=True)
-            r.lines.append(line)
-            i = line.find(RESULT)
-            if i >= 0:
-                try:
-                    r.results.append(json.loads(line[i + len(RESULT):]))
-                except ValueError:
-                    r.bad_results.append(line)
-            elif (m := _END.search(line)):
-                r.rc, r.guest_seconds = int(m.group(1)), float(m.group(2))
-            elif (m := _BOOT.search(line)):
-                r.boot_seconds = float(m.group(1))
-            elif _KERNEL_ERR.search(line):
-                r.kernel_errors.append(line)
+            r.take(line)
 
     def wait(self) -> GuestRun:
         r = self.run

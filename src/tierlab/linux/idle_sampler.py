@@ -163,7 +163,7 @@ class IdleSampler:
         sim.refresh(max_age=sim.refresh_interval)
         if not (mon.nr_regions and self.samples):
             return 0.0
-        nr = np.rint(mon._acc * (mon.samples_per_aggr / self.samples)).astype(np.int64)
+        nr = mon.counts_per_aggregation(self.samples)
         t = time.process_time()
         mon.aggregate(nr, now)
         return time.process_time() - t

@@ -282,14 +282,20 @@ class IdtRegions(Damon):
         if self._nsamp >= spa or (self._nsamp and
                                   now >= self._next_aggr - self.sample_interval / 2):
             if self.nr_regions:
-                self.aggregate(self._acc if self._nsamp == spa else
-                               np.rint(self._acc * (spa / self._nsamp)).astype(np.int64),
-                               now)
+                self.aggregate(self.counts_per_aggregation(self._nsamp), now)
             self._next_aggr += spa * self.sample_interval
             if self._next_aggr <= now:
                 self._next_aggr = now + spa * self.sample_interval
             if now + 1e-12 >= self._next_update:
                 self.ops_update(now)
+
+    def counts_per_aggregation(self, samples: int) -> np.ndarray:
+        """This aggregation's counts over `samples` sampling intervals, scaled to
+        samples_per_aggr (unchanged when they are that many)."""
+        spa = self.samples_per_aggr
+        if samples == spa:
+            return self._acc
+        return np.rint(self._acc * (spa / samples)).astype(np.int64)
 
     def ops_update(self, now: float, force: bool = False) -> None:
         """DAMON's ops update (`Damon._ops_update`), with the history carried over."""

@@ -211,9 +211,9 @@ class Kswapd:
     def fault_thread(self, times, latency=None, policy=None, n_enough: int = 0,
                      wake_on_fail: bool = True) -> tuple:
         """What the faulting threads make of a poll's faults on slow pages, in time
-        order: (one of REFUSED..NO_ROOM per fault, the `KswapdPoll` for `settle`). A thread takes its faults
-        one after another, each in its context (do_numa_page): fault j is taken at
-        h_j = max(t_j, h_(j-1) + cost_(j-1) / threads), its cost the fault
+        order: (one of REFUSED..NO_ROOM per fault, the `KswapdPoll` for `settle`). A
+        thread takes its faults one after another, each in its context (do_numa_page):
+        fault j is taken at h_j = max(t_j, h_(j-1) + cost_(j-1) / threads), its cost the fault
         (`hint_fault_s`) and, when it promotes, the copy (migrate_misplaced_folio), so a
         burst of faults is spread by what its promotions cost while kswapd frees room.
         The first `n_enough` promote at once (pgdat_free_space_enough). With `policy`
