@@ -109,8 +109,8 @@ class PolicyView:
         "now", "work", "machine", "mem", "seed", "scale", "threads", "app_threads",
         "nnodes", "monitors", "stats", "field_version", "alloc_version",
         # mechanisms the kernel gives a tiering policy: LRU lists, PTE accessed bits,
-        # the physical frames of a DRAM cache (memory mode)
-        "lru", "bits", "cache",
+        # the physical frames of a DRAM cache (memory mode) and of each node
+        "lru", "bits", "cache", "node_frames",
         # actions and scheduling
         "free", "capacity", "node_of", "rng_for", "scaled_bytes", "migrate",
         "tier_counters", "tier_writes", "migrate_tpm", "shadow_frames",

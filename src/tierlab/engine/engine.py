@@ -31,6 +31,7 @@ from ..policies.base import Policy
 from ..units import PAGE
 from ..workloads.base import Workload
 from .dram_cache import DramCache
+from .frames import NodeFrames
 from .lru import ACTIVE, LRU
 from .memory import Memory
 from .shadow import ShadowCopies
@@ -564,6 +565,20 @@ class Simulation(PolicyBackend):
             moved += got
             self.stats.reclaim_pages += got
         return moved
+
+    def node_frames(self, order: str = "boot") -> NodeFrames:
+        """The frame of its node backing each page (`frames.NodeFrames`), built at the
+        first call with that frame order and shared by every later caller (a
+        physical-address DAMON's contexts see one physical layout); `sync` it before
+        reading."""
+        got = getattr(self, "_node_frames", None)
+        if got is None:
+            got = self._node_frames = NodeFrames(self.mem, order,
+                                                 self.rng_for("physical-frames"))
+        elif got.order != order:
+            raise TierlabError(f"physical frames already laid out in {got.order!r} "
+                               f"order; {order!r} asked")
+        return got
 
     def demote_idle(self, node: int, lower: int, n: int, sync: bool = False,
                     reason: str = "reclaim") -> int:

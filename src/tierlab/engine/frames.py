@@ -1,6 +1,7 @@
 """Physical frame allocators under the placement: which physical frame backs each
 frame-sized unit of a workload's address space. They matter only where physical
-addresses do: a memory-mode DRAM cache indexed by frame (engine/dram_cache.py).
+addresses do: a memory-mode DRAM cache indexed by frame (engine/dram_cache.py), and a
+physical-address DAMON (`NodeFrames`, monitors/damon_paddr.py).
 
 Frames are numbered 0..nframes-1 within the memory the OS sees; frame f maps to cache
 slot f mod nslots, and slot s holds the frames s, s + nslots, s + 2 nslots, ... (its
@@ -10,6 +11,9 @@ slot f mod nslots, and slot s holds the frames s, s + nslots, s + 2 nslots, ... 
   frames after a while of uptime (Johnny Cache, OSDI'23, section 2), so a new unit gets
   a uniformly random free frame; freed frames are reused first (LIFO, as the per-CPU
   free lists). Hot pages then share slots as the birthday paradox says.
+- `boot`: Linux right after boot: the buddy allocator hands out a node's frames in
+  address order (the boot-time free lists are filled at their tails,
+  mm/page_alloc.c, __free_pages_core with FPI_TO_TAIL); freed frames are reused first.
 - `jc`: Johnny Cache's static policy: each new unit goes to a slot of the lowest
   contention level, level = min(heat / 50, 19) with heat = 50 per allocated unit plus
   any sampled heat a dynamic policy adds (`extra_heat`); ties broken at random.
@@ -19,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TierlabError
+from ..interface import UNALLOC
 from ..registry import Registry
 
 FRAME_ALLOCATORS: Registry = Registry("frame allocator")
@@ -101,6 +106,15 @@ class RandomFrames(FrameAllocator):
         return out
 
 
+@FRAME_ALLOCATORS.register("boot")
+class BootFrames(RandomFrames):
+    """Linux after boot: free frames in address order; freed frames are reused first."""
+
+    def __init__(self, nframes: int, nslots: int, rng: np.random.Generator):
+        super().__init__(nframes, nslots, rng)
+        self._stack = np.arange(self.nframes - 1, -1, -1, dtype=np.int64)
+
+
 @FRAME_ALLOCATORS.register("jc")
 class JohnnyCacheFrames(FrameAllocator):
     """Johnny Cache's static allocation: the least contended slot first (OSDI'23)."""
@@ -158,3 +172,90 @@ def make_allocator(name: str, nframes: int, nslots: int, rng) -> FrameAllocator:
     """The named allocator; unknown names fail listing the valid ones."""
     cls = FRAME_ALLOCATORS.get(name)
     return cls(nframes, nslots, rng)
+
+
+class NodeFrames:
+    """Which frame of its node backs each page: the physical layout a physical-address
+    DAMON (paddr ops) sees. Node n's frames 0..capacity-1 each hold a workload page
+    (its number), another process's idle page (IDLE: `Memory.idle`), memory held by
+    others (OTHER: the rest of `Memory.held`) or nothing (FREE). Frames come from one
+    allocator per node (`boot` or `random`); at the start others' frames are taken
+    first, then the idle ones, then the pages in address order. `sync` follows the page
+    map: the frames of the pages that left a node are freed first, then the pages that
+    arrived get frames, so a demotion reuses the frames a promotion just left, as the
+    per-CPU free lists hand back the most recently freed frames first."""
+
+    FREE, IDLE, OTHER = -1, -2, -3
+
+    def __init__(self, mem, order: str = "boot", rng: np.random.Generator | None = None):
+        rng = rng if rng is not None else np.random.default_rng(0)
+        self.mem = mem
+        self.order = order
+        self.owner = [np.full(int(c), self.FREE, dtype=np.int64) for c in mem.capacity]
+        self._alloc = [make_allocator(order, max(int(c), 1), 1, rng) for c in mem.capacity]
+        self.frame = np.full(mem.npages, -1, dtype=np.int64)
+        self._seen = np.full(mem.npages, UNALLOC, dtype=np.uint8)
+        self._idle = np.zeros(len(self.owner), dtype=np.int64)
+        self._other = np.zeros(len(self.owner), dtype=np.int64)
+        #: per node, bumped whenever what its frames hold changes
+        self.version = [0] * len(self.owner)
+        self.sync()
+
+    def _take(self, node: int, n: int, mark) -> np.ndarray:
+        f = self._alloc[node].alloc(n)
+        self.owner[node][f] = mark
+        self.version[node] += 1
+        return f
+
+    def _release(self, node: int, frames) -> None:
+        self.owner[node][frames] = self.FREE
+        self._alloc[node].free(frames)
+        self.version[node] += 1
+
+    def _follow_held(self, node: int, tracked: np.ndarray, want: int, mark: int) -> None:
+        """Others' (or idle) frames of `node` to `want`: the last taken go first."""
+        d = int(want - tracked[node])
+        if d > 0:
+            self._take(node, d, mark)
+        elif d < 0:
+            self._release(node, np.flatnonzero(self.owner[node] == mark)[d:])
+        tracked[node] = want
+
+    def sync(self) -> None:
+        """Follow the page map (and `Memory.held` / `Memory.idle`) since the last call."""
+        mem = self.mem
+        node = mem.node
+        other = mem.held - mem.idle
+        for v in range(len(self.owner)):  # what the others hold shrinks first
+            if other[v] < self._other[v]:
+                self._follow_held(v, self._other, int(other[v]), self.OTHER)
+            if mem.idle[v] < self._idle[v]:
+                self._follow_held(v, self._idle, int(mem.idle[v]), self.IDLE)
+        ch = np.flatnonzero(node != self._seen)
+        if ch.size:
+            was, now = self._seen[ch], node[ch]
+            for v in range(len(self.owner)):
+                gone = ch[was == v]
+                if gone.size:
+                    self._release(v, self.frame[gone])
+                    self.frame[gone] = -1
+        for v in range(len(self.owner)):
+            if other[v] > self._other[v]:
+                self._follow_held(v, self._other, int(other[v]), self.OTHER)
+            if mem.idle[v] > self._idle[v]:
+                self._follow_held(v, self._idle, int(mem.idle[v]), self.IDLE)
+        if ch.size:
+            for v in range(len(self.owner)):
+                came = ch[now == v]
+                if came.size:
+                    self.frame[came] = self._take(v, came.size, came)
+            self._seen[ch] = now
+
+    def move_idle(self, src: int, frames, dst: int) -> None:
+        """`frames` of src's idle pages were demoted to dst (`Simulation.demote_idle`)."""
+        frames = np.asarray(frames, dtype=np.int64)
+        if frames.size:
+            self._release(src, frames)
+            self._take(dst, frames.size, self.IDLE)
+            self._idle[src] -= frames.size
+            self._idle[dst] += frames.size

@@ -701,8 +701,10 @@ class Damon(Monitor):
         else:  # generic source: one stateless prepare/check per sample time
             pages = self._draw_pages(np.arange(R))
             acc = np.zeros((R, S), dtype=bool)
-            for j in range(S):
-                acc[:, j] = bits.test_since(0, pages[:, j], lo[j], float(hi[j]))
+            for j in range(S):  # a page number < 0: a frame without the workload's page
+                p = pages[:, j]
+                ok = p >= 0
+                acc[ok, j] = bits.test_since(0, p[ok], lo[j], float(hi[j]))
             nr = acc.sum(axis=1)
         self.charge_checks(2 * n)
         return nr
@@ -724,8 +726,34 @@ class Damon(Monitor):
         (segment prefix sums), independent across intervals; with equal dW_j the
         count is Binomial(samples, q_i). Otherwise: draw the pages and sum the rate
         over the epochs overlapping each interval."""
-        S = self.samples_per_aggr
         R = self.nr_regions
+        epochs = self._rate_epochs(tl, lo, hi)
+        if not epochs:
+            return np.zeros(R, dtype=np.int64)
+        if len(epochs) == 1 and epochs[0][0].nsegments <= max(20 * R, 20000):
+            f, dw = epochs[0]
+            equal = np.ptp(dw) <= 1e-9 * float(dw.max())
+            return self._counts_from(self._mean_access_prob(f, dw[:1] if equal else dw))
+        pages = self._draw_pages(np.arange(R))
+        lam = np.zeros(pages.shape)
+        flat = pages.ravel()
+        for f, dw in epochs:
+            r, w = f.rate_of(flat)
+            lam += (r + w).reshape(pages.shape) * dw[None, :]
+        return (self.rng.random(lam.shape) < -np.expm1(-lam)).sum(axis=1).astype(np.int64)
+
+    def _counts_from(self, q) -> np.ndarray:
+        """nr_accesses from each (region, sample)'s access probability q, (R, S), or
+        (R, 1) when every sample's is the same (one Binomial draw a region)."""
+        if q.shape[1] == 1:
+            return self.rng.binomial(self.samples_per_aggr, q[:, 0]).astype(np.int64)
+        return (self.rng.random(q.shape) < q).sum(axis=1).astype(np.int64)
+
+    @staticmethod
+    def _rate_epochs(tl, lo, hi) -> list:
+        """(field, work of each sample interval under it) for the field epochs
+        overlapping the sample intervals [lo_j, hi_j]; none when no work was done."""
+        S = lo.shape[0]
         t_lo, t_hi = float(lo.min()), float(hi[-1])
         epochs = []
         es = tl.epoch_start
@@ -744,24 +772,7 @@ class Damon(Monitor):
                 dw = np.maximum(dw, 0.0)
                 if np.any(dw > 0):
                     epochs.append((f, dw))
-        if not epochs:
-            return np.zeros(R, dtype=np.int64)
-        rng = self.rng
-        if len(epochs) == 1 and epochs[0][0].nsegments <= max(20 * R, 20000):
-            f, dw = epochs[0]
-            equal = np.ptp(dw) <= 1e-9 * float(dw.max())
-            cols = dw[:1] if equal else dw
-            q = self._mean_access_prob(f, cols)  # (R, 1 or S)
-            if equal:
-                return rng.binomial(S, q[:, 0]).astype(np.int64)
-            return (rng.random(q.shape) < q).sum(axis=1).astype(np.int64)
-        pages = self._draw_pages(np.arange(R))
-        lam = np.zeros(pages.shape)
-        flat = pages.ravel()
-        for f, dw in epochs:
-            r, w = f.rate_of(flat)
-            lam += (r + w).reshape(pages.shape) * dw[None, :]
-        return (rng.random(lam.shape) < -np.expm1(-lam)).sum(axis=1).astype(np.int64)
+        return epochs
 
     def _mean_access_prob(self, f, dw) -> np.ndarray:
         """(R, len(dw)): mean over each region's pages of 1 - exp(-rate_p x dw)."""

@@ -62,15 +62,23 @@ Kernel rules implemented (mm/damon/core.c, ops-common.c, paddr.c, samples/damon/
 
 Simulator mapping and assumptions (documented choices):
 
-- vaddr monitoring + node filter: one `damon` monitor watches the workload's virtual
-  range; a scheme applies to a region's pages that sit on the scheme's source node (a
-  paddr region would hold only those), and its size in the pattern, histogram and
-  quota is the number of those pages. A region without such pages is not a target.
-  Unlike paddr, all schemes share one set of regions (and one max_nr_accesses
-  threshold); an applied region's age reset covers its pages on every node. Other
-  processes' idle frames on a node (`Memory.idle`, e.g. a tmpfs nobody reads) are, to
-  paddr, a region never found accessed and the oldest: migrate_cold takes them first
-  (`_cold_idle`).
+- address space (`ops`). `ops=paddr` is mtier.c's: a DAMON context per source node
+  (`damon-paddr`, monitors/damon_paddr.py), its regions over that node's frames
+  (`Simulation.node_frames`, laid out in `frames` order: `boot`, the default, or
+  `random`); a region's size in the pattern, histogram and quota is its frame count,
+  free frames included, as the kernel charges it; its pages are those its frames hold,
+  others' idle frames (`Memory.idle`) among them, which migrate_cold demotes as any
+  page. `ops=vaddr` (the default, tierlab before 2026-12-07, and what tierlab exec
+  runs on the kernel's vaddr DAMON): one `damon` monitor watches the workload's
+  virtual range; a scheme applies to a region's pages that sit on the scheme's source
+  node, and its size in the pattern, histogram and quota is the number of those pages.
+  A region without such pages is not a target. All schemes share one set of regions
+  (and one max_nr_accesses threshold); an applied region's age reset covers its pages
+  on every node. Other processes' idle frames on a node are, to paddr, a region never
+  found accessed and the oldest: vaddr's migrate_cold takes them first
+  (`_cold_idle`). Where the two differ: paddr sees a hot page left on the slow node
+  among the frames the cold pages demoted after it took, a region that looks cold;
+  vaddr sees it beside the rest of its hot range.
 - schemes run at aggregation boundaries (apply interval rounded up to a multiple of the
   aggregation interval), scheme by scheme in list order over all regions (the kernel
   walks regions and applies every due scheme to each in turn: the same except that a
@@ -110,12 +118,14 @@ Parameters (strings accepted): sample, aggr, update, min_nr_regions, max_nr_regi
 (0.5%), hot_used (99.7%), goal_offset (high|none), min_age (cold scheme minimum age, a
 duration, 0s), hot (minimum access rate of migrate_hot, 5%), promote (all|next|top),
 young (on|off), weight_nr (100), weight_age (100), esz_init (boot|zero), copy
-(kdamond|instant), goals (on|off:
+(kdamond|instant), ops (vaddr|paddr), frames (boot|random: paddr's frame order), goals
+(on|off:
 off leaves the quota goals out, as on a kernel before 6.16, which has no node-memory goal
 metrics: every window's effective quota is then the size quota, damos_set_effective_quota).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -124,6 +134,7 @@ import numpy as np
 from ..errors import TierlabError
 from ..monitors.base import MONITORS
 from ..monitors.damon import Damon
+from ..monitors.damon_paddr import FRAME_ORDERS, DamonPaddr
 from ..params import parse_choice, parse_flag, parse_fraction, parse_int
 from ..units import PAGE, parse_duration, parse_size
 from .base import POLICIES, Policy
@@ -264,10 +275,12 @@ class Kdamond:
     copies, the schemes of its pass still to decide, its next apply time."""
 
     next_apply: float
+    copied_to: float
     schemes: list = field(default_factory=list)
     queue: list = field(default_factory=list)  # (scheme, pages still to copy)
     todo: list = field(default_factory=list)
     credit: float = 0.0
+    mon: Damon | None = None
 
 
 @POLICIES.register("damon-tiering")
@@ -278,22 +291,30 @@ class DamonTiering(Policy):
                  max_nr_regions=1000, quota="200MiB", reset="1s", apply="1s",
                  cold_free="0.5%", hot_used="99.7%", goal_offset="high", min_age="0s",
                  hot="5%", promote="all", young="on", weight_nr=100, weight_age=100,
-                 esz_init="boot", monitor="damon", goals="on", copy="kdamond"):
+                 esz_init="boot", monitor="damon", goals="on", copy="kdamond",
+                 ops="vaddr", frames="boot"):
         super().__init__(sample=sample, aggr=aggr, update=update,
                          min_nr_regions=min_nr_regions, max_nr_regions=max_nr_regions,
                          quota=quota, reset=reset, apply=apply, cold_free=cold_free,
                          hot_used=hot_used, goal_offset=goal_offset, min_age=min_age,
                          hot=hot, promote=promote, young=young, weight_nr=weight_nr,
                          weight_age=weight_age, esz_init=esz_init, monitor=monitor, goals=goals,
-                         copy=copy)
+                         copy=copy, ops=ops, frames=frames)
         # the regions DAMOS acts on: DAMON's, or Telescope's (ATC'24: the same regions
         # with their samples checked at upper page-table levels; its tiering runs)
         if monitor not in MONITOR_CHOICES:
             raise TierlabError(f"damon-tiering monitor {monitor!r}; valid: "
                                f"{', '.join(MONITOR_CHOICES)}")
-        self.monitor = MONITORS.create(monitor, sample=sample, aggr=aggr, update=update,
-                                       min_nr_regions=min_nr_regions,
-                                       max_nr_regions=max_nr_regions, name="damon-tiering")
+        self.ops = parse_choice(ops, "damon-tiering ops", ("vaddr", "paddr"))
+        self.frames = parse_choice(frames, "damon-tiering frames", FRAME_ORDERS)
+        if self.ops == "paddr" and monitor != "damon":
+            raise TierlabError(f"damon-tiering monitor {monitor!r} watches virtual "
+                               "addresses; ops=paddr runs DAMON's paddr ops (monitor=damon)")
+        self._mon_args = dict(sample=sample, aggr=aggr, update=update,
+                              min_nr_regions=min_nr_regions, max_nr_regions=max_nr_regions)
+        self.monitor = MONITORS.create(monitor, **self._mon_args, name="damon-tiering")
+        #: the DAMON context of each source node (paddr), or the one of all (vaddr: None)
+        self.monitors: dict = {}
         self.quota = parse_size(quota, "damon-tiering quota")
         self.reset = parse_duration(reset, "damon-tiering reset interval")
         self.apply = parse_duration(apply, "damon-tiering apply interval")
@@ -316,7 +337,7 @@ class DamonTiering(Policy):
         self.copy = parse_choice(copy, "damon-tiering copy", ("kdamond", "instant"))
         self.schemes: list[Scheme] = []
         self._counts: dict = {}
-        self._next_apply = 0.0
+        self._next_apply: dict = {}  # copy=instant: context (source node, or None) -> time
         self._ctx: dict = {}  # copy=kdamond: source node -> its Kdamond
         self.young_checks = 0
 
@@ -329,6 +350,10 @@ class DamonTiering(Policy):
             sim.note("damon-tiering: the young-page filter needs per-page accessed bits, "
                      "which user space cannot read; running with young=off")
             self.young = False
+        if self.ops == "paddr" and getattr(sim, "real", False):
+            sim.note("damon-tiering: ops=paddr needs the kernel's paddr DAMON contexts; "
+                     "tierlab runs DAMON on the workload's virtual addresses (ops=vaddr)")
+            self.ops = "vaddr"
         if self.copy == "kdamond" and getattr(sim, "real", False):
             # move_pages(2) copies in the daemon's own thread: the copy takes its real
             # time there, the simulator's pacing would only add a wait
@@ -367,24 +392,38 @@ class DamonTiering(Policy):
                 cur = 0 if s.goal_metric == "node_mem_used_bp" else 10000
                 unmet = cur * 10000 // max(s.goal_bp, 1) < GOAL
                 s.esz_bp = s.quota_sz * 10000 if (unmet and s.quota_sz) else MIN_INPUT
-        self._next_apply = sim.now + self.apply  # damos_set_next_apply_sis at start
+        start = sim.now + self.apply  # damos_set_next_apply_sis at start
+        if self.ops == "paddr":
+            for n in sorted({s.src for s in self.schemes}):
+                self.monitors[n] = DamonPaddr(node=n, frames=self.frames, **self._mon_args,
+                                              name=f"damon-tiering:node{n}")
+        else:
+            self.monitors[None] = self.monitor
+        for key in self.monitors:
+            self._next_apply[key] = start
         if self.copy == "kdamond":
             for s in self.schemes:
-                self._ctx.setdefault(s.src, Kdamond(self._next_apply)).schemes.append(s)
+                key = s.src if self.ops == "paddr" else None
+                ctx = self._ctx.setdefault(s.src, Kdamond(start, sim.now,
+                                                          mon=self.monitors[key]))
+                ctx.schemes.append(s)
             # pages a second one kdamond copies: the machine's migrate_bw (a miniature's
             # machine has it scaled already, as the engine's background mover); the
             # copies are settled at each aggregation (no engine events of their own)
             self._copy_rate = sim.machine.migrate_bw / PAGE
-            self._copied_to = sim.now
-        self.monitor.attach(sim)
-        self.monitor.subscribe(self._on_aggregation)
+        for key, mon in self.monitors.items():
+            mon.attach(sim)
+            mon.subscribe(functools.partial(self._on_aggregation, node=key))
         self.rng = sim.rng_for("damon-tiering")
 
     # -- DAMOS -------------------------------------------------------------------
-    def _on_aggregation(self, mon: Damon, now: float) -> None:
+    def _on_aggregation(self, mon: Damon, now: float, node=None) -> None:
+        """DAMOS at an aggregation of the context watching `node`'s frames (paddr), or
+        of the one monitor (vaddr: node None, every context)."""
         if self._ctx:
-            self._copy(now)
-            for ctx in self._ctx.values():  # a kdamond still copying applies nothing
+            ctxs = [c for n, c in self._ctx.items() if node is None or n == node]
+            self._copy(now, ctxs)
+            for ctx in ctxs:  # a kdamond still copying applies nothing
                 if not ctx.queue and not ctx.todo and now + 1e-9 >= ctx.next_apply:
                     ctx.next_apply = now + self.apply
                     for s in ctx.schemes:
@@ -392,14 +431,15 @@ class DamonTiering(Policy):
                     ctx.todo = list(ctx.schemes)
                     self._drive(ctx, now)
             return
-        if now + 1e-9 < self._next_apply:
+        if now + 1e-9 < self._next_apply[node]:
             return
-        self._next_apply = now + self.apply
+        self._next_apply[node] = now + self.apply
         mem = self.sim.mem
-        for s in self.schemes:  # kdamond_apply_schemes: adjust every due quota first
+        schemes = [s for s in self.schemes if node is None or s.src == node]
+        for s in schemes:  # kdamond_apply_schemes: adjust every due quota first
             s.adjust_quota(now, mem)
         self._counts = {}  # (node, start, end) -> pages on node, valid for this pass
-        for s in self.schemes:
+        for s in schemes:
             self._apply_scheme(s, mon, now)
 
     def _drive(self, ctx: "Kdamond", now: float) -> None:
@@ -407,14 +447,14 @@ class DamonTiering(Policy):
         it has copied its pages (kdamond_apply_schemes migrates synchronously)."""
         while not ctx.queue and ctx.todo:
             self._counts = {}
-            self._apply_scheme(ctx.todo.pop(0), self.monitor, now)
+            self._apply_scheme(ctx.todo.pop(0), ctx.mon, now)
 
-    def _copy(self, now: float) -> None:
-        """Each kdamond copies its queued pages, in order, at one thread's speed, for
-        the time since the last aggregation; pages the target refuses (its min
-        watermark) fail at no copy time."""
-        dt, self._copied_to = now - self._copied_to, now
-        for ctx in self._ctx.values():
+    def _copy(self, now: float, ctxs) -> None:
+        """Each of these kdamonds copies its queued pages, in order, at one thread's
+        speed, for the time since its last aggregation; pages the target refuses (its
+        min watermark) fail at no copy time."""
+        for ctx in ctxs:
+            dt, ctx.copied_to = now - ctx.copied_to, now
             if not ctx.queue and not ctx.todo:
                 continue
             ctx.credit += self._copy_rate * dt
@@ -505,7 +545,10 @@ class DamonTiering(Policy):
     def _apply_scheme(self, s: Scheme, mon: Damon, now: float) -> None:
         if s.quota_sz and s.esz - s.charged_sz < PAGE:
             return  # nothing can be charged this window (ALIGN_DOWN(esz - charged) == 0)
-        if s.action == "migrate_cold" and self._cold_idle(s):
+        paddr = self.ops == "paddr"
+        if paddr:
+            mon.frames.sync()  # the copies landed since the aggregation's sampling
+        elif s.action == "migrate_cold" and self._cold_idle(s):
             return
         # damos_skip_charged_region: resume after the last charged address
         resume = s.charge_addr_from
@@ -521,9 +564,12 @@ class DamonTiering(Policy):
         idx = np.flatnonzero(pat)
         if idx.size == 0:
             return
-        cnt = self._count_on(r.start[idx], r.end[idx], s.src)
-        keep = cnt > 0
-        idx, cnt = idx[keep], cnt[keep]
+        if paddr:  # a region's size is its frames, whatever they hold
+            cnt = r.end[idx] - r.start[idx]
+        else:
+            cnt = self._count_on(r.start[idx], r.end[idx], s.src)
+            keep = cnt > 0
+            idx, cnt = idx[keep], cnt[keep]
         if idx.size == 0:
             return
         fn = hot_score if s.action == "migrate_hot" else cold_score
@@ -554,12 +600,15 @@ class DamonTiering(Policy):
         else:
             nfull, part = idx.size, 0
         apply_idx = idx[:nfull].tolist()
-        chunks = [self._pages_on(int(r.start[i]), int(r.end[i]), s.src) for i in apply_idx]
+        grab = (lambda a, b: np.arange(a, b)) if paddr else (
+            lambda a, b: self._pages_on(a, b, s.src))
+        chunks = [grab(int(r.start[i]), int(r.end[i])) for i in apply_idx]
         if part > 0:
             i = int(idx[nfull])
-            # the first `part` of the region's pages on src: it holds more than that
-            # (cum[nfull] > avail), so the node's hand-scan stops inside it
-            pg = self.sim.mem.pages_on(s.src, int(r.start[i]), part)[0]
+            # the first `part` of the region's pages on src (paddr: its frames): it holds
+            # more than that (cum[nfull] > avail), so the node's hand-scan stops inside it
+            pg = np.arange(int(r.start[i]), int(r.start[i]) + part) if paddr else \
+                self.sim.mem.pages_on(s.src, int(r.start[i]), part)[0]
             cut = int(pg[-1]) + 1
             if cut < int(r.end[i]):
                 mon.split_at(i, cut)  # the left piece keeps index i
@@ -575,6 +624,8 @@ class DamonTiering(Policy):
         if s.esz and s.charged_sz >= s.esz:
             s.charge_addr_from = int(r.end[apply_idx[-1]])
         pages = np.concatenate(chunks)
+        if paddr:
+            pages = self._frame_pages(s, mon, pages)
         if s.young_filter and pages.size:
             pages = self._young_filter(pages, s, now)
         mon.reset_age(np.asarray(apply_idx))
@@ -586,6 +637,21 @@ class DamonTiering(Policy):
         # move_pages takes the pages in order and stops at the target's min watermark
         self._moved(mon, pages[:moved], s.src, s.dst)
         self._applied(s, moved)
+
+    def _frame_pages(self, s: Scheme, mon: DamonPaddr, frames: np.ndarray) -> np.ndarray:
+        """paddr: the workload's pages in the scheme's frames. Others' idle pages among
+        them are never young (unmapped: damon_folio_young finds no accessed PTE), so
+        migrate_cold demotes them at once (`Simulation.demote_idle`, the copy charged)
+        and migrate_hot leaves them; free frames and others' memory hold nothing to
+        move."""
+        owner = mon.owner[frames]
+        idle = frames[owner == mon.frames.IDLE]
+        if idle.size and s.action == "migrate_cold":
+            moved = self.sim.demote_idle(s.src, s.dst, int(idle.size),
+                                         reason=f"damos_{s.action}")
+            mon.frames.move_idle(s.src, idle[:moved], s.dst)
+            self._applied(s, moved)
+        return owner[owner >= 0]
 
     def _young_filter(self, pages: np.ndarray, s: Scheme, now: float) -> np.ndarray:
         """DAMOS_FILTER_TYPE_YOUNG (damon_folio_young, then mkold when young): migrate_hot
@@ -616,7 +682,9 @@ class DamonTiering(Policy):
 
     # -- reporting ---------------------------------------------------------------
     def stats(self) -> dict:
-        out = {"monitor": self.monitor.stats(), "young_checks": self.young_checks}
+        mon = ({f"node{n}": m.stats() for n, m in self.monitors.items()}
+               if self.ops == "paddr" else self.monitor.stats())
+        out = {"monitor": mon, "young_checks": self.young_checks}
         for s in self.schemes:
             out[s.name] = {"sz_tried": s.sz_tried, "sz_applied": s.sz_applied,
                            "nr_tried": s.nr_tried, "nr_applied": s.nr_applied,
