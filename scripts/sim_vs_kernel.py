@@ -79,6 +79,13 @@ REPLAY = dict(trace="redis-ycsb-zipfian", copies=24, per_window=50000, hot_pages
 #: pass costs 99.7 ms, over its 624 PTE tables, 319,488 slots)
 MIGRATE_BW_MIB, HINT_FAULT_US, FIRST_TOUCH_US, PTE_NS, PTE_SLOT_NS = \
     51.0, 10.0, 32.0, 144.0, 312.0
+#: the --ticker-us default: every guest CPU switches address space every 1 ms (tick.c,
+#: start_tickers), which flushes TCG's TLB, so a PTE accessed bit cleared by DAMON or the
+#: multi-gen LRU is set again at the page's next access, as on hardware, whose TLB holds
+#: far less than these hot ranges. Without it the guest's DAMON read a 64 MiB hot range
+#: at 5e6 ops/s as never accessed (0 of 20 samples in every aggregation for 20 s); with
+#: it at 8.6-10.6 of 20 (the damonview scenario, tests/guest/README.md)
+TICKER_US = 1000
 #: the --kernel-migrate-bw default: the kernel's own page migrations (a hint fault's
 #: promotion in the faulting thread, kswapd's demotion, a kdamond's DAMOS migration) in
 #: MiB/s. A kernel-hotcold run with tick_ms=50 (2026-12-06, the scenario of 330ae53) read
@@ -92,7 +99,8 @@ KERNEL_MIGRATE_BW_MIB = 32.0
 SCAN_COUNTERS = dict(hint_faults="numa_hint_faults", pte_updates="numa_pte_updates",
                      candidates="pgpromote_candidate")
 DAMON = dict(sample="5ms", aggr="100ms", update="1s", min_nr_regions=10,
-             max_nr_regions=1000, quota="200MiB", reset="1s", apply="1s", hot="5%")
+             max_nr_regions=1000, quota="200MiB", reset="1s", apply="1s", hot="5%",
+             ops="paddr", frames="boot")
 
 
 @dataclass
@@ -155,9 +163,11 @@ def _fresh(ts, ys, t):
     return ys[i] if i >= 0 and t - ts[i] <= FRESH_S + 1e-9 else float("nan")
 
 
-def guest_args(case: Case) -> tuple[str, dict]:
+def guest_args(case: Case, ticker_us: int = TICKER_US) -> tuple[str, dict]:
     """The scenario (tests/guest/scenarios) and its arguments that run `case`."""
     a = dict(case.args)
+    if ticker_us:
+        a["ticker_us"] = int(ticker_us)
     if case.workload == "hotcold":
         a.update(hot_mib=128, seconds=240)
     if case.tiering == "exec":
@@ -207,8 +217,8 @@ def reread_guest(case: Case, g: dict) -> dict:
     return dict(guest_data(case, run), commit=g.get("commit", "?"))
 
 
-def boot_guest(case: Case) -> dict:
-    scenario, args = guest_args(case)
+def boot_guest(case: Case, ticker_us: int = TICKER_US) -> dict:
+    scenario, args = guest_args(case, ticker_us)
     return guest_data(case, _boot(scenario, args))
 
 
@@ -232,7 +242,8 @@ def guest_data(case: Case, run) -> dict:
              knobs=run.one("kernel-tiering-knobs"), ready=ready,
              ready_nodes=run.one(kind, event="ready-nodes"),
              ops=int(done["ops"]), run_s=float(done.get("run_s") or done["seconds"]),
-             write_share=float(done["writes"]) / max(done["ops"], 1))
+             write_share=float(done["writes"]) / max(done["ops"], 1),
+             ticker_us=(run.one("tickers") or {}).get("ticker_us"))
     g["ops_per_s"] = g["ops"] / g["run_s"]  # the average, stalls included
     # hotcold's clock (its hot set moves by it) starts at ready, before the mechanism
     g["lag"] = round(t_on - ready["uptime"], 3) if kind == "hotcold" else 0.0
@@ -930,9 +941,15 @@ def main() -> int:
                     help="the guest's NUMA scan's walk of one PTE slot (default "
                     f"{PTE_SLOT_NS:g} ns: PTE_SLOT_NS, from the scan's passes in "
                     "kernel-replay's fill)")
+    ap.add_argument("--ticker-us", type=int, default=TICKER_US, metavar="US",
+                    help="every guest CPU switches address space every US us, so that "
+                    "the emulator's TLB lets PTE accessed bits be set again as a real "
+                    f"CPU's does (default {TICKER_US}: TICKER_US; 0: off)")
     a = ap.parse_args()
     if a.repeats < 1:
         ap.error(f"--repeats {a.repeats}: give 1 or more")
+    if a.ticker_us < 0:
+        ap.error(f"--ticker-us {a.ticker_us}: give 0 (off) or more")
     out = Path(a.out)
     if not out.is_absolute():
         out = ROOT / out
@@ -957,7 +974,7 @@ def main() -> int:
         return 0
     calib = dict(migrate_bw_mib=a.migrate_bw, hint_fault_us=a.hint_fault_us,
                  first_touch_us=a.first_touch_us, pte_ns=a.pte_ns, pte_slot_ns=a.pte_slot_ns,
-                 kernel_migrate_bw_mib=a.kernel_migrate_bw)
+                 kernel_migrate_bw_mib=a.kernel_migrate_bw, ticker_us=a.ticker_us)
     machine = calibration(a.migrate_bw, a.hint_fault_us, a.first_touch_us, a.pte_ns,
                           a.pte_slot_ns, a.kernel_migrate_bw)
     rev = _commit()
@@ -971,7 +988,8 @@ def main() -> int:
             print(f"sim_vs_kernel: {name}, run {i + 1} of {max(a.repeats, len(guests))}",
                   flush=True)
             try:
-                g = guests[i] if i < len(guests) else dict(boot_guest(case), commit=rev)
+                g = guests[i] if i < len(guests) else dict(boot_guest(case, a.ticker_us),
+                                                           commit=rev)
             except GuestFailed as e:
                 print(f"  {e}", flush=True)
                 failed.append(f"{name} (run {i + 1})")

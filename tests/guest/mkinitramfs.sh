@@ -1,6 +1,6 @@
 #!/bin/bash
 # Build the guest initramfs (called by setup.sh; needs the kernel and C programs already built).
-# Contents: static busybox, /init, /guest/{scenarios,placement.py}, /bin/{hotcold,movetest,replay},
+# Contents: static busybox, /init, /guest/{scenarios,placement.py,damon_view.py}, /bin/{hotcold,movetest,replay,tick},
 # numactl, the venv's python interpreter + trimmed stdlib at their host paths, the site-packages
 # that tierlab imports at runtime under /opt/tierlab/site, src/tierlab under /opt/tierlab/src.
 # Env: GUEST_PY (python), TIERLAB_GUEST_CACHE (output dir), GUEST_SITE_EXTRA (more packages),
@@ -33,8 +33,8 @@ cp /bin/busybox "$R/bin/busybox"
 for a in $("$R/bin/busybox" --list); do [ -e "$R/bin/$a" ] || ln -s busybox "$R/bin/$a"; done
 cp "$HERE/init" "$R/init"; chmod 755 "$R/init"
 cp -r "$HERE/scenarios" "$R/guest/scenarios"
-cp "$HERE/placement.py" "$HERE/fake_exec.py" "$R/guest/"
-cp "$C/bin/hotcold" "$C/bin/movetest" "$C/bin/replay" "$R/bin/"
+cp "$HERE/placement.py" "$HERE/fake_exec.py" "$HERE/damon_view.py" "$R/guest/"
+cp "$C/bin/hotcold" "$C/bin/movetest" "$C/bin/replay" "$C/bin/tick" "$R/bin/"
 # the repository's recorded traces, laid out for replay (replay_export.py: the simulator's
 # own layout of trace:PATH, one copy)
 mkdir -p "$R/guest/traces"

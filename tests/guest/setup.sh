@@ -2,7 +2,7 @@
 # Build everything the QEMU guest tests need; idempotent and quick when already built.
 #   1. Debian packages (apt-get, only those missing; exit 3 if missing and not root)
 #   2. newest linux-image-6.12.*-cloud-amd64-unsigned (apt-get download) -> uncompressed vmlinux
-#   3. static C programs (hotcold, movetest, replay)
+#   3. static C programs (hotcold, movetest, replay, tick)
 #   4. initramfs (busybox + C programs + the venv's python, stdlib, runtime site-packages,
 #      src/tierlab); rebuilt when the stamp (hash of src/tierlab, the guest files of tests/guest,
 #      python, kernel) changes.
@@ -96,7 +96,7 @@ fi
 K=$(cat "$KDIR/KVER")
 
 # ---- 3. static C programs ----------------------------------------------------------------
-for prog in hotcold movetest replay; do
+for prog in hotcold movetest replay tick; do
   src=$HERE/$prog.c; out=$C/bin/$prog
   if [ ! -x "$out" ] || [ "$src" -nt "$out" ] || [ "$HERE/pagenode.h" -nt "$out" ] ||
      [ "$HERE/guest.h" -nt "$out" ]; then
@@ -109,7 +109,7 @@ done
 PYREAL=$("$PY" -c 'import os,sys; print(os.path.realpath(sys._base_executable))')
 stamp=$( {
   echo "K=$K PY=$PYREAL SITE_EXTRA=${GUEST_SITE_EXTRA:-}"
-  sha256sum "$C/bin/hotcold" "$C/bin/movetest" "$C/bin/replay" /bin/busybox "$PYREAL" | cut -d' ' -f1
+  sha256sum "$C/bin/hotcold" "$C/bin/movetest" "$C/bin/replay" "$C/bin/tick" /bin/busybox "$PYREAL" | cut -d' ' -f1
   # the interpreter and what is installed next to tierlab (names carry versions: *.dist-info)
   "$PY" -c 'import os, sys, sysconfig; print(sys.version, sorted(os.listdir(sysconfig.get_paths()["purelib"])))' 2>/dev/null || true
   # everything that goes into the guest: the tierlab sources and the guest-side files here

@@ -62,6 +62,18 @@ set_kernel_tiering() {
     hot_threshold_ms "$(cat $D/hot_threshold_ms 2>/dev/null || echo null)" \
     promote_rate_limit_MBps "$(cat /proc/sys/kernel/numa_balancing_promote_rate_limit_MBps 2>/dev/null || echo null)"
 }
+# start_tickers: with TL_ticker_us=T, one /bin/tick T pinned to each CPU (pids in TICKERS),
+# so that every CPU switches address space every T us: under TCG a PTE accessed bit cleared
+# without a TLB flush is set again only once the vCPU's TLB is flushed (tests/guest/README.md,
+# "The emulator's TLB"). Reports tickers. stop_tickers ends them.
+start_tickers() {
+  TICKERS=; [ -n "${TL_ticker_us:-}" ] || return 0
+  for _c in $(seq 0 $(($(nproc) - 1))); do
+    taskset -c "$_c" /bin/tick "$TL_ticker_us" & TICKERS="$TICKERS $!"
+  done
+  res tickers ticker_us "$TL_ticker_us" cpus "$(nproc)"
+}
+stop_tickers() { [ -n "${TICKERS:-}" ] && kill $TICKERS 2>/dev/null; TICKERS=; }
 # wait_file PATH SECONDS [PID]: until PATH exists (0), SECONDS pass or PID exits (1)
 wait_file() {
   _i=0

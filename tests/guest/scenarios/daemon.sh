@@ -12,6 +12,7 @@
 #   range is on that node and `after` (3) more samples are taken, SIGTERM the workload, which
 #   stops, verifies its pages and exits; `seconds` is then only a cap)
 #   impl=tierlab|fake (fake: /guest/fake_exec.py, a stand-in that only honours the exec contract)
+#   ticker_us=T (off by default): start_tickers (_lib.sh) before the workload starts
 # Results: exec-command, exec-line (stdout/stderr lines of exec, as text), exec-interval (its
 #   lines that are JSON objects), placement (1/sample), hotcold (ready/progress/done),
 #   exec-results (OUT/results.json), exec (rc, whether the workload started, rc == child's rc).
@@ -22,6 +23,7 @@ OUT=/tmp/out
 set_kernel_tiering "${TL_numa_balancing:-0}" "${TL_demotion:-false}"
 res nodes-before nodes "$(nodes_json)" uptime "$(uptime_s)"
 res zoneinfo nodes "$(zoneinfo_json)"
+start_tickers
 free0=$(node_free_mib 0)
 # cold_mib=auto: fill node 0 up to headroom_mib (16) of its free memory
 [ "$COLD" = auto ] && COLD=$((free0 - ${TL_headroom_mib:-16}))
@@ -91,6 +93,7 @@ if [ -n "$hc" ]; then   # daemon mode: the workload ends on its own; the daemon 
   ( sleep "${TL_grace_s:-60}"; kill -0 $ex 2>/dev/null && { touch /tmp/exec.timeout; kill -TERM $ex; } ) &
 fi
 wait $ex; erc=$?
+stop_tickers
 kill $wd 2>/dev/null
 [ -n "$pl" ] && wait $pl
 wait $reader

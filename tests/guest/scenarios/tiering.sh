@@ -17,6 +17,7 @@
 #   nodes) sample_ms=500 (vmstat) and the kernel-tiering knobs of _lib.sh. tick_ms=T (off by
 #   default): every T ms from before the mechanism goes on, a vmstat-tick result with the
 #   promotion, demotion and scan counters (a shell loop: no sampler's start-up delay).
+#   ticker_us=T (off by default): start_tickers (_lib.sh) before the workload starts.
 # Results: nodes-before, sizes, zoneinfo, kernel-tiering-knobs, damon-goal, damon-config,
 #   tiering-on (uptime), placement / placement-initial (vmstat; hot/cold pages for hotcold),
 #   hotcold or replay (ready/progress/done), damon-stats, workload-exit, nodes-after.
@@ -28,6 +29,7 @@ res nodes-before nodes "$(nodes_json)" uptime "$(uptime_s)"
 TL_scan_size_mb=${TL_scan_size_mb:-1024}
 set_kernel_tiering 0 true
 res zoneinfo nodes "$(zoneinfo_json)"
+start_tickers
 tiering_on() {
   if [ "$T" = damon ]; then damon_tiering_on || return 1
   else echo 2 > /proc/sys/kernel/numa_balancing; fi
@@ -82,6 +84,7 @@ else
 fi
 wait $wl; wrc=$?
 [ -n "${ticks:-}" ] && kill "$ticks" 2>/dev/null
+stop_tickers
 sed -n "s/^{\"event\":/TIERLAB-RESULT {\"kind\":\"$kind\",\"event\":/p" /tmp/w.out; cat /tmp/w.err
 [ "$T" = damon ] && res damon-stats schemes "$(damon_stats)"
 res workload-exit rc $wrc
