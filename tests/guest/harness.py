@@ -339,7 +339,8 @@ TEST_BOOTS = {
     # the kernel-hotcold case of scripts/sim_vs_kernel.py (the same arguments)
     "kernel-tiering": dict(scenario="tiering", timeout=500,
                            args=dict(tiering="kernel", workload="hotcold", hot_mib=128,
-                                     seconds=240, sample_ms=500, interval_ms=500)),
+                                     seconds=240, sample_ms=500, interval_ms=500,
+                                     ticker_us=1000)),
     "daemon-contract": dict(scenario="daemon", timeout=300,
                             args=dict(impl="fake", hot_mib=32, cold_mib=64, seconds=8)),
     # hot bound to node 1, cold filling node 0 (315 MiB free of 465): the policy must
@@ -363,10 +364,14 @@ TEST_BOOTS = {
                                           hot_mib=64, cold_mib=240, hot_node=1,
                                           cold_node=0, seconds=240, until_hot_on="N0")),
     "real": dict(scenario="real", timeout=400),
+    # what the kernel's DAMON sees of a hot range, with an address-space switch on every
+    # CPU each 1 ms (README.md, "The emulator's TLB"; scripts/sim_vs_kernel.py's TICKER_US)
+    "damon-view": dict(scenario="damonview", timeout=300,
+                       args=dict(ticker_us=1000, seconds=10)),
 }
 # longest first, so the parallel lanes finish together
-TEST_ORDER = ["real", "kernel-tiering", "daemon-exec", "daemon-exec-tierlab", "smoke",
-              "daemon-contract"]
+TEST_ORDER = ["real", "kernel-tiering", "daemon-exec", "daemon-exec-tierlab", "damon-view",
+              "smoke", "daemon-contract"]
 
 
 _exec_ok: bool | None = None

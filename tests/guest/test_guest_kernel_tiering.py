@@ -3,11 +3,12 @@ kernel-hotcold case of scripts/sim_vs_kernel.py): NUMA balancing mode 2
 promotes a 128 MiB hot range from the CPU-less node 1 to node 0 while kswapd demotes idle and
 cold pages from a node 0 filled up to 16 MiB of headroom.
 
-Measured on the 2-core Debian 12 host (TCG, scan_size_mb=1024): >= 90% of the hot range is
-on node 0 4.5-5 s after mode 2 is switched on (6.5-10 s with the kernel's 256 MiB scans) and
-all of it after 6-13 s, in bursts of one per scan; kswapd demotes 29-50k pages (0-20k of
-them cold pages, the rest idle initramfs pages); pgpromote_success stays within 8 pages of
-the hot pages that moved; the boot takes 30-37 s wall. The bound leaves 3x margin.
+Every guest CPU switches address space every 1 ms (ticker_us=1000, as the script runs its
+guests: README.md, "The emulator's TLB"). Measured on the 2-core Debian 12 host (TCG,
+scan_size_mb=1024, 2026-12-07): >= 90% of the hot range is on node 0 5.8 s after mode 2 is
+switched on (idle host: 90-94% when the runs stopped at 7.8-8.4 s), in bursts of one per
+scan; kswapd demotes 29.6-32.5k pages (most of them idle initramfs pages);
+pgpromote_success stays within 8 pages of the hot pages that moved.
 """
 from __future__ import annotations
 
