@@ -766,6 +766,13 @@ def report(results: dict, out: Path, calib: dict) -> None:
             "kernel [range] / sim (gap) | demotions: kernel [range] / sim (gap) | verdict |",
             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     sections = []
+    ticks = {x["guest"].get("ticker_us") for r in results.values() for x in r["runs"]}
+    ticker = ""
+    if len(ticks) == 1 and (ticks & {None, 0}) == set():
+        ticker = (f"; every CPU switches address space every {min(ticks) / 1000:g} ms "
+                  "(`tick`, `--ticker-us`): TCG's TLB otherwise keeps a PTE accessed bit that "
+                  "DAMON or the multi-gen LRU cleared from being set again "
+                  "(tests/guest/README.md, \"The emulator's TLB\")")
     for name, r in results.items():
         case, sm, runs = CASES[name], r["summary"], r["runs"]
         g, s = runs[0]["guest"], runs[0]["sim"]
@@ -820,7 +827,7 @@ share within {HOT_GAP} of the kernel's band. A counter under {MIN_COUNT} pages o
 agrees (a few pages either way).
 
 **Guest**: Debian's 6.12 kernel in QEMU (TCG, one host thread for both vCPUs), node 0
-with the 2 CPUs and 512 MiB, node 1 CPU-less with 1 GiB in a lower tier (HMAT). **One
+with the 2 CPUs and 512 MiB, node 1 CPU-less with 1 GiB in a lower tier (HMAT){ticker}. **One
 calibration for every case**: node 0 = the guest's node 0 (its managed pages), of which
 the workload has the free memory it found (in the exec cases what it had at hotcold's
 ready, tierlab exec's own process holding node 0 beside it) and the rest is held by others, the kernel's watermarks (/proc/zoneinfo)
