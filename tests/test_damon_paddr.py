@@ -182,3 +182,14 @@ def test_paddr_parameters():
                      ALLOCS.create("dram-preferred"), seed=0)
     with pytest.raises(TierlabError, match="nodes 0-1"):
         DamonPaddr(node=5).attach(sim)
+
+
+def test_telemetry_skips_a_monitor_of_frames():
+    """telemetry scores regions against the hot set's virtual addresses: a paddr
+    monitor's regions are frames, so it is skipped with the reason, not scored wrong."""
+    from tierlab.reports.telemetry import run_telemetry
+    said = []
+    rec = run_telemetry("gups:hotset,hot=1MiB,size=8MiB,updates=1e5", ["damon-paddr"],
+                        note=said.append)
+    assert rec["skipped"][0]["monitor"] == "damon-paddr"
+    assert "physical frames" in said[0]

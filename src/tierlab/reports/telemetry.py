@@ -47,6 +47,7 @@ import numpy as np
 
 from ..errors import TierlabError
 from ..monitors import MONITORS
+from ..monitors.damon_paddr import DamonPaddr
 from ..policies.static import Static
 from ..registry import Spec
 from ..units import PAGE
@@ -334,6 +335,12 @@ def run_telemetry(workload: str, monitors, machine=None, seed: int = 0,
             note(f"{text}: skipped (no pebs monitor registered)")
             continue
         mon = MONITORS.create(monitor_spec(text))  # bad names and values fail here
+        if isinstance(mon, DamonPaddr):  # its regions are frames, not addresses
+            skipped.append({"monitor": text, "reason": "its regions are physical frames; "
+                            "the hot set is scored by virtual address"})
+            note(f"{text}: skipped (its regions are physical frames, the hot set is "
+                 "scored by virtual address)")
+            continue
         if not (is_region_monitor(mon) or is_sample_monitor(mon)):
             skipped.append({"monitor": text, "reason": "neither regions nor PEBS samples "
                             "to score"})
