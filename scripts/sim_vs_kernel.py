@@ -504,7 +504,8 @@ def _simulate(case: Case, g: dict, out: Path, ns: float, hot, **machine) -> dict
                          alloc="dram-preferred")
     sim.mem.held[0] += others_pages(g, m)
     if g.get("exec_daemon_steps"):  # tierlab exec's thread: its steps take their time
-        sim.daemon = DaemonSteps.from_linux(g["exec_daemon_steps"])
+        sim.daemon = DaemonSteps.from_linux(g["exec_daemon_steps"],
+                                            PAGE / machine_for(case, machine)["migrate_bw"])
     if g.get("exec_machine_spec"):  # the machine tierlab exec's policy was given
         sim.policy_machine = machine_from_spec(g["exec_machine_spec"])
     if case.tiering != "exec":  # what the kernel's reclaim and paddr DAMON see
@@ -802,7 +803,7 @@ sides reached): {", ".join(f"{a} of {b}" for a, b in (x["gaps"].get("seconds", [
 
 ![{name}]({name}.png)
 
-Counters compared at {at} s.{_state_line(runs)}{_steps_line(runs)}
+Counters compared at {at} s.{_state_line(runs)}{_steps_line(runs, calib['migrate_bw_mib'])}
 """)
         if g.get("damon_goals"):
             refused = [x["metric"] for x in g["damon_goals"] if not x.get("accepted")]
@@ -864,15 +865,16 @@ STATE = (("hint_faults", "NUMA hint faults"), ("pte_updates", "PTEs made PROT_NO
          ("agings", "node 0's multi-gen LRU agings (max_seq)"))
 
 
-def _steps_line(runs: list) -> str:
-    """tierlab exec's step times by run (`DaemonSteps.from_linux` of its record), where
-    the run recorded them."""
+def _steps_line(runs: list, migrate_bw_mib: float = MIGRATE_BW_MIB) -> str:
+    """tierlab exec's step times by run (`DaemonSteps.from_linux` of its record, a page's
+    move at the calibration's move_pages speed where every step moved pages), where the
+    run recorded them."""
     parts = []
     for r in runs:
         steps = r["guest"].get("exec_daemon_steps")
         if not steps:
             return ""
-        d = DaemonSteps.from_linux(steps)
+        d = DaemonSteps.from_linux(steps, PAGE / (migrate_bw_mib * MIB))
         n = {k: c["steps"] for k, c in steps.items()}
         parts.append(", ".join(f"{k} {d.compute[k]:.2f} s ({n[k]} steps)" for k in
                                sorted(steps)) + f", {1e3 * d.page_seconds:.2f} ms a page")

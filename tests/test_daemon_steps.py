@@ -94,6 +94,21 @@ def test_step_times_from_a_linux_record():
     assert d.page_seconds == pytest.approx((22.0 - 2 * 1.0) / 4000)
 
 
+
+def test_step_times_when_every_step_moved_pages():
+    """A kind whose every step moved pages: its step is the moving steps' mean less
+    their pages at a given page cost (without one, 0 and all of it the pages')."""
+    steps = {"monitor": {"steps": 5, "seconds": 10.0, "moving_steps": 5,
+                         "moving_seconds": 10.0, "pages": 20000}}
+    d = DaemonSteps.from_linux(steps, page_seconds=1e-4)
+    assert d.compute == pytest.approx({"monitor": (10.0 - 2.0) / 5})
+    assert d.page_seconds == pytest.approx(1e-4)
+    d0 = DaemonSteps.from_linux(steps)
+    assert d0.compute == {"monitor": 0.0} and d0.page_seconds == pytest.approx(5e-4)
+    # pages that took longer than the steps did: no negative step
+    assert DaemonSteps.from_linux(steps, page_seconds=1e-3).compute["monitor"] == 0.0
+
+
 class Watch(Policy):
     """A monitor and what its aggregations published: (time, largest nr_accesses)."""
 

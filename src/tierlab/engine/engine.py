@@ -108,18 +108,27 @@ class DaemonSteps:
     costs no time and its moves land at once. The calls `tierlab exec`'s policies make
     are modelled (`migrate`, `migrate_ranges`); other moves land at once.
 
-    `from_linux(daemon_steps)`: calibrated from a Linux run's record (its
-    `daemon_steps`): each kind's mean time of a step that moved nothing, and the
-    moving steps' time beyond it per page moved."""
+    `from_linux(daemon_steps, page_seconds=None)`: calibrated from a Linux run's record
+    (its `daemon_steps`): each kind's mean time of a step that moved nothing, and the
+    moving steps' time beyond it per page moved. A kind whose every step moved pages
+    says nothing of its steps' own time: given `page_seconds` (a page's move, measured
+    elsewhere), its step is its moving steps' mean time less their pages at that cost;
+    without it, 0 (all of it the pages')."""
     compute: dict
     page_seconds: float
 
     @classmethod
-    def from_linux(cls, steps: dict) -> "DaemonSteps":
+    def from_linux(cls, steps: dict, page_seconds: float | None = None) -> "DaemonSteps":
         compute, extra, pages = {}, 0.0, 0
         for kind, c in steps.items():
             idle = c["steps"] - c["moving_steps"]
-            compute[kind] = (c["seconds"] - c["moving_seconds"]) / idle if idle else 0.0
+            if idle:
+                compute[kind] = (c["seconds"] - c["moving_seconds"]) / idle
+            elif page_seconds is not None and c["moving_steps"]:
+                compute[kind] = max(c["moving_seconds"] - c["pages"] * page_seconds,
+                                    0.0) / c["moving_steps"]
+            else:
+                compute[kind] = 0.0
         for kind, c in steps.items():
             extra += c["moving_seconds"] - c["moving_steps"] * compute[kind]
             pages += c["pages"]
