@@ -79,13 +79,14 @@ REPLAY = dict(trace="redis-ycsb-zipfian", copies=24, per_window=50000, hot_pages
 #: pass costs 99.7 ms, over its 624 PTE tables, 319,488 slots)
 MIGRATE_BW_MIB, HINT_FAULT_US, FIRST_TOUCH_US, PTE_NS, PTE_SLOT_NS = \
     51.0, 10.0, 32.0, 144.0, 312.0
-#: the --ticker-us default: every guest CPU switches address space every 1 ms (tick.c,
-#: start_tickers), which flushes TCG's TLB, so a PTE accessed bit cleared by DAMON or the
-#: multi-gen LRU is set again at the page's next access, as on hardware, whose TLB holds
-#: far less than these hot ranges. Without it the guest's DAMON read a 64 MiB hot range
-#: at 5e6 ops/s as never accessed (0 of 20 samples in every aggregation for 20 s); with
-#: it at 8.6-10.6 of 20 (the damonview scenario, tests/guest/README.md)
-TICKER_US = 1000
+#: the --ticker-us default (harness.TICKER_US, as the test boots): every guest CPU switches
+#: address space every 1 ms (tick.c, start_tickers), which flushes TCG's TLB, so a PTE
+#: accessed bit cleared by DAMON or the multi-gen LRU is set again at the page's next
+#: access, as on hardware, whose TLB holds far less than these hot ranges. Without it the
+#: guest's DAMON read a 64 MiB hot range at 5e6 ops/s as never accessed (0 of 20 samples
+#: in every aggregation for 20 s); with it at 8.6-10.6 of 20 (the damonview scenario,
+#: tests/guest/README.md)
+TICKER_US = harness.TICKER_US
 #: the --kernel-migrate-bw default: the kernel's own page migrations (a hint fault's
 #: promotion in the faulting thread, kswapd's demotion, a kdamond's DAMOS migration) in
 #: MiB/s. A kernel-hotcold run with tick_ms=50 (2026-12-06, the scenario of 330ae53) read

@@ -333,6 +333,10 @@ def vmstat_delta(first: dict, last: dict) -> dict:
 # The boots the pytest files ask for (@pytest.mark.guest(NAME), tests/guest/conftest.py):
 # name -> start() arguments; `timeout` is the hard limit per boot (measured wall times are in
 # the test modules' docstrings).
+#: the guests' address-space switch on every CPU, us (tick.c, `ticker_us`): the test boots
+#: and scripts/sim_vs_kernel.py run with it (README.md, "The emulator's TLB")
+TICKER_US = 1000
+
 TEST_BOOTS = {
     "smoke": dict(scenario="smoke", timeout=240),
     # stops once 90% of the hot range is on node 0 plus 5 samples; 240 s is a cap
@@ -340,7 +344,7 @@ TEST_BOOTS = {
     "kernel-tiering": dict(scenario="tiering", timeout=500,
                            args=dict(tiering="kernel", workload="hotcold", hot_mib=128,
                                      seconds=240, sample_ms=500, interval_ms=500,
-                                     ticker_us=1000)),
+                                     ticker_us=TICKER_US)),
     "daemon-contract": dict(scenario="daemon", timeout=300,
                             args=dict(impl="fake", hot_mib=32, cold_mib=64, seconds=8)),
     # hot bound to node 1, cold filling node 0 (315 MiB free of 465): the policy must
@@ -365,9 +369,9 @@ TEST_BOOTS = {
                                           cold_node=0, seconds=240, until_hot_on="N0")),
     "real": dict(scenario="real", timeout=400),
     # what the kernel's DAMON sees of a hot range, with an address-space switch on every
-    # CPU each 1 ms (README.md, "The emulator's TLB"; scripts/sim_vs_kernel.py's TICKER_US)
+    # CPU each TICKER_US
     "damon-view": dict(scenario="damonview", timeout=300,
-                       args=dict(ticker_us=1000, seconds=10)),
+                       args=dict(ticker_us=TICKER_US, seconds=10)),
 }
 # longest first, so the parallel lanes finish together
 TEST_ORDER = ["real", "kernel-tiering", "daemon-exec", "daemon-exec-tierlab", "damon-view",

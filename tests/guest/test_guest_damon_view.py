@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import harness
 import pytest
 
 pytestmark = [pytest.mark.guest("damon-view")]
@@ -21,7 +22,7 @@ SAMPLE_S = 0.005
 
 def test_damon_sees_the_hot_range_and_not_the_cold_one(guest_run):
     assert guest_run.ok, guest_run.explain()
-    assert guest_run.one("tickers")["ticker_us"] == 1000
+    assert guest_run.one("tickers")["ticker_us"] == harness.TICKER_US
     views = guest_run.of("damon-view")
     ready = guest_run.one("hotcold", event="ready")
     rate = guest_run.one("hotcold", event="done")["ops_per_s"] / ready["hot_pages"]

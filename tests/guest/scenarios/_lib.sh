@@ -119,6 +119,28 @@ damon_scheme() {
       why "this kernel's quotas/goals/0/target_metric refuses $7"
   fi
 }
+# damon_context KDAMOND OPS: the kdamond's one context on OPS (vaddr|paddr), sample / aggregation /
+#   update intervals TL_damon_sample_ms (5), TL_damon_aggr_ms (100), TL_damon_update_ms (1000),
+#   TL_damon_min_nr (10) to TL_damon_max_nr (1000) regions, one target; damon-fail if refused
+damon_context() {
+  _C=$1/contexts; echo 1 > $_C/nr_contexts; _C=$_C/0
+  if ! echo "$2" > $_C/operations 2>/dev/null; then
+    res damon-fail why "operations $2 refused: avail $(cat $_C/avail_operations 2>/dev/null)"
+    return 1
+  fi
+  _I=$_C/monitoring_attrs
+  echo $((${TL_damon_sample_ms:-5} * 1000)) > $_I/intervals/sample_us
+  echo $((${TL_damon_aggr_ms:-100} * 1000)) > $_I/intervals/aggr_us
+  echo $((${TL_damon_update_ms:-1000} * 1000)) > $_I/intervals/update_us
+  echo "${TL_damon_min_nr:-10}" > $_I/nr_regions/min; echo "${TL_damon_max_nr:-1000}" > $_I/nr_regions/max
+  echo 1 > $_C/targets/nr_targets
+}
+# damon_node_target CONTEXT N: the context's target is node N's physical range (node_range)
+damon_node_target() {
+  echo 1 > $1/targets/0/regions/nr_regions
+  set -- "$1" $(node_range "$2")
+  echo "$3" > $1/targets/0/regions/0/end; echo "$2" > $1/targets/0/regions/0/start
+}
 # damon_tiering_on: DAMON-based tiering as samples/damon/mtier.c: one paddr kdamond per
 # node; node 0 migrate_cold -> 1 (nr_accesses 0, young pages filtered out, goal node 0
 # free 0.5%), node 1 migrate_hot -> 0 (nr_accesses >= TL_damon_hot_nr of 20, only young
@@ -129,19 +151,9 @@ damon_tiering_on() {
   [ -d $K ] || { res damon-fail why "no $K (CONFIG_DAMON_SYSFS)"; return 1; }
   echo 2 > $K/nr_kdamonds || { res damon-fail why "nr_kdamonds refused"; return 1; }
   for n in 0 1; do
-    C=$K/$n/contexts; echo 1 > $C/nr_contexts; C=$C/0
-    if ! echo paddr > $C/operations 2>/dev/null; then
-      res damon-fail why "operations paddr refused: avail $(cat $C/avail_operations 2>/dev/null)"
-      return 1
-    fi
-    I=$C/monitoring_attrs
-    echo $((${TL_damon_sample_ms:-5} * 1000)) > $I/intervals/sample_us
-    echo $((${TL_damon_aggr_ms:-100} * 1000)) > $I/intervals/aggr_us
-    echo $((${TL_damon_update_ms:-1000} * 1000)) > $I/intervals/update_us
-    echo "${TL_damon_min_nr:-10}" > $I/nr_regions/min; echo "${TL_damon_max_nr:-1000}" > $I/nr_regions/max
-    echo 1 > $C/targets/nr_targets; echo 1 > $C/targets/0/regions/nr_regions
-    set -- $(node_range $n)
-    echo "$2" > $C/targets/0/regions/0/end; echo "$1" > $C/targets/0/regions/0/start
+    damon_context $K/$n paddr || return 1
+    C=$K/$n/contexts/0
+    damon_node_target $C $n
     echo 1 > $C/schemes/nr_schemes
     if [ $n = 0 ]; then
       damon_scheme $C/schemes/0 migrate_cold 1 0 0 Y node_mem_free_bp 50 0

@@ -25,20 +25,13 @@ damon_view_on() {
   [ -d $K ] || { res damon-fail why "no $K (CONFIG_DAMON_SYSFS)"; return 1; }
   echo 2 > $K/nr_kdamonds
   for k in 0 1; do
-    C=$K/$k/contexts; echo 1 > $C/nr_contexts; C=$C/0
-    I=$C/monitoring_attrs
-    echo $((${TL_damon_sample_ms:-5} * 1000)) > $I/intervals/sample_us
-    echo $((${TL_damon_aggr_ms:-100} * 1000)) > $I/intervals/aggr_us
-    echo 1000000 > $I/intervals/update_us
-    echo 10 > $I/nr_regions/min; echo 1000 > $I/nr_regions/max
-    echo 1 > $C/targets/nr_targets
+    C=$K/$k/contexts/0
     if [ $k = 0 ]; then
-      echo vaddr > $C/operations; echo "$1" > $C/targets/0/pid_target
+      damon_context $K/$k vaddr || return 1
+      echo "$1" > $C/targets/0/pid_target
     else
-      echo paddr > $C/operations || { res damon-fail why "paddr refused"; return 1; }
-      echo 1 > $C/targets/0/regions/nr_regions
-      set -- $(node_range 1)
-      echo "$2" > $C/targets/0/regions/0/end; echo "$1" > $C/targets/0/regions/0/start
+      damon_context $K/$k paddr || return 1
+      damon_node_target $C 1
     fi
     echo 1 > $C/schemes/nr_schemes; S=$C/schemes/0
     echo stat > $S/action
