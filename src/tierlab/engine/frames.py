@@ -67,8 +67,12 @@ class RandomFrames(FrameAllocator):
 
     def __init__(self, nframes: int, nslots: int, rng: np.random.Generator):
         super().__init__(nframes, nslots, rng)
-        self._stack = rng.permutation(self.nframes).astype(np.int64)
+        self._stack = self._free_order()
         self._top = self.nframes
+
+    def _free_order(self) -> np.ndarray:
+        """The free frames at the start, the last handed out first."""
+        return self.rng.permutation(self.nframes).astype(np.int64)
 
     def alloc(self, n: int) -> np.ndarray:
         n = int(n)
@@ -110,9 +114,8 @@ class RandomFrames(FrameAllocator):
 class BootFrames(RandomFrames):
     """Linux after boot: free frames in address order; freed frames are reused first."""
 
-    def __init__(self, nframes: int, nslots: int, rng: np.random.Generator):
-        super().__init__(nframes, nslots, rng)
-        self._stack = np.arange(self.nframes - 1, -1, -1, dtype=np.int64)
+    def _free_order(self) -> np.ndarray:
+        return np.arange(self.nframes - 1, -1, -1, dtype=np.int64)
 
 
 @FRAME_ALLOCATORS.register("jc")
