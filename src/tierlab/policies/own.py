@@ -253,7 +253,7 @@ class Tierlab(Policy):
         room = (mem.free - mem.wmark_high).astype(float)
         horizon = np.full(k, self.monitor.aggr_interval)  # repaid within one
         steps, R1, W1 = plan(cv, held, room, horizon, self.copy_s + self.shootdown_s,
-                             self.margin, budget, closed=self._closed)
+                             self.margin, budget, closed=self._closed, load=self._load)
         order = [rng.permutation(m.size) for m in mine]
         taken = [np.zeros(0, dtype=np.int64) for _ in range(k)]
 
@@ -318,6 +318,9 @@ class Tierlab(Policy):
         # the nodes that shed load at the last decision: nothing comes into them now
         self._closed, self._shed_from = self._shed_from, np.zeros(k, dtype=bool)
         self._observe()
+        cv = self.curves
+        #: our reads and writes per node as the moves made so far leave them
+        self._load = (cv.R.copy(), cv.W.copy()) if cv is not None else None
         budget = int(0.5 * self.sim.machine.migrate_bw * mon.aggr_interval / PAGE)
         want = self._fill(lam, size, ok, node)
         horizon = np.maximum(np.asarray(r.age, dtype=float) + 1.0,
@@ -400,13 +403,36 @@ class Tierlab(Policy):
         cv = self.curves
         if cv is None or self.balance_entry is None:
             return rate * (self.lat[src] - self.lat[dst])
+        R, W = self._load
+        Rs, Ws, Rd, Wd = R[src], W[src], R[dst], W[dst]
+        r, w = self._traffic(rate, src, pages)
+        r, w = np.minimum(r, Rs), np.minimum(w, Ws)
+        return (cv.stall(src, Rs, Ws) - cv.stall(src, Rs - r, Ws - w)
+                - (cv.stall(dst, Rd + r, Wd + w) - cv.stall(dst, Rd, Wd)))
+
+    def _traffic(self, rate, src, pages):
+        """The counted reads and writes per second that `pages` pages carrying `rate`
+        estimated accesses/s take from node src: their share of its estimated
+        accesses (of its pages where the estimates see none) of its counted traffic
+        at the decision's start."""
         A, P = self._A[src], self._held[src]
         share = np.where(A > 0, rate / np.where(A > 0, A, 1.0), pages / np.maximum(P, 1))
         share = np.minimum(share, 1.0)
-        Rs, Ws, Rd, Wd = cv.R[src], cv.W[src], cv.R[dst], cv.W[dst]
-        r, w = Rs * share, Ws * share
-        return (cv.stall(src, Rs, Ws) - cv.stall(src, Rs - r, Ws - w)
-                - (cv.stall(dst, Rd + r, Wd + w) - cv.stall(dst, Rd, Wd)))
+        return self.curves.R[src] * share, self.curves.W[src] * share
+
+    def _shift(self, rate, src, dst, pages) -> None:
+        """Book a made move's traffic in the decision's running load, so the gain of
+        each later move is taken where the earlier ones left the nodes' queues (the
+        moves of one decision together do not overshoot the balance)."""
+        if self.curves is None or self.balance_entry is None:
+            return
+        R, W = self._load
+        r, w = self._traffic(rate, src, pages)
+        r, w = min(float(r), R[src]), min(float(w), W[src])
+        R[src] -= r
+        W[src] -= w
+        R[dst] += r
+        W[dst] += w
 
     def _moves(self, s, e, size, h, se, lam, node, want, horizon, budget, taken):
         """Admitted moves, made, up to `budget` pages, of regions not `taken` (marked
@@ -437,13 +463,17 @@ class Tierlab(Policy):
                     break
                 pages = int(size[p])
                 copy = pages * (self.copy_s + self.shootdown_s)
-                g = gain[p]
+                g = float(self._saved(lam[p] * pages, node[p], d, pages))  # as loads are now
+                if g <= 0:
+                    self.refused_cost += 1
+                    continue
                 if room >= pages:
                     if g * horizon[p] < self.margin * copy:
                         self.refused_cost += 1
                         continue
                     got = self._move(s[p], e[p], node[p], d, "into room",
                                      g * horizon[p], copy, out)
+                    self._shift(lam[p] * pages, node[p], d, pages)
                     room -= got
                     budget -= got
                     taken[p] = True
@@ -477,12 +507,14 @@ class Tierlab(Policy):
                     budget -= self._move(a, a + c, d, to, "displaced by a hotter region",
                                          self._saved(lam[v] * c, d, to, c) * hz,
                                          c * (self.copy_s + self.shootdown_s), out)
+                    self._shift(lam[v] * c, d, to, c)
                     used[v] += c
                     taken[v] = True
                 vi = j
                 room = self._room(d)
                 got = self._move(s[p], e[p], node[p], d, "exchange with colder regions",
                                  net * hz, copy + vcost, out)
+                self._shift(lam[p] * pages, node[p], d, pages)
                 room -= got
                 budget -= got
                 taken[p] = True
@@ -545,6 +577,7 @@ class Tierlab(Policy):
             moved += self._move(s[v], s[v] + c, top, to, "room for new allocations",
                                 -float(lam[v] * c * (self.lat[to] - self.lat[top])),
                                 c * (self.copy_s + self.shootdown_s), out)
+            self._shift(lam[v] * c, top, to, c)
         return moved
 
     def _dest(self, src: int, wanted: int) -> int:
