@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..units import PAGE
+
 LINE = 64  #: bytes one access moves (a cache line)
 U_MAX = 0.99  #: utilisation the model is evaluated up to
 FIT_WINDOW = 30  #: decisions of history in a node's fit
@@ -86,6 +88,18 @@ class LoadCurves:
         """Thread-seconds of stall per second of our accesses on node n."""
         return (R + W) * self.latency(n, R, W)
 
+    def copy_stall(self, R=None, W=None):
+        """Per node, the thread-seconds of our stall one page copied to or from it
+        costs: its PAGE bytes of copy traffic raise the node's utilisation by
+        PAGE / read_bw for a second (the engine's copies in flight, docs/model.md),
+        and our stall there grows by d stall / du = (R + W) L0 y'(u) per unit, y'(u)
+        = 1 / (2 (1 - u)^2). Nothing on an idle node; a great deal near saturation,
+        where a copy delays every access queued behind it."""
+        R = self.R if R is None else np.asarray(R, dtype=float)
+        W = self.W if W is None else np.asarray(W, dtype=float)
+        u = np.clip(self.b + self.a * (self.kr * R + self.kw * W), 0.0, U_MAX)
+        return (R + W) * self.L0 / (2 * (1 - u) ** 2) * self.kr * (PAGE / LINE)
+
     def marginal(self, n, R=None, W=None):
         """d stall / d(share of the node's traffic), per access moved (s): what one
         more access like the node's own costs there, its queueing effect included;
@@ -101,7 +115,8 @@ def plan(cv: LoadCurves, pages, room, horizon, page_cost, margin, budget, closed
          load=None):
     """Moves of random shares of a node's pages to another node that lower the total
     stall most, each made when its stall saved over `horizon` (s, per source node)
-    repays `margin` x its copies (`page_cost` s each). A share q of node n's pages
+    repays `margin` x its copies (`page_cost` s each, plus the stall each copy's
+    traffic causes on the two nodes it crosses, `LoadCurves.copy_stall`). A share q of node n's pages
     (`pages`, per node) carries q of its reads and writes in expectation; where the
     destination m lacks `room`, as many of m's pages (a random share of them, with
     their share of its traffic) go to the node, n included, where they cost least.
@@ -143,7 +158,9 @@ def plan(cv: LoadCurves, pages, room, horizon, page_cost, margin, budget, closed
                 rn, wn = R[n] * (1 - q), W[n] * (1 - q)
                 rm, wm = R[m] * (1 - qd) + R[n] * q, W[m] * (1 - qd) + W[n] * q
                 dr, dw = R[m] * qd, W[m] * qd  # the displaced pages' traffic
+                cs = cv.copy_stall(R, W)
                 saved = np.full((k, x.size), -np.inf)
+                net = np.full((k, x.size), -np.inf)
                 for to in range(k):
                     if to == m:
                         continue
@@ -156,14 +173,17 @@ def plan(cv: LoadCurves, pages, room, horizon, page_cost, margin, budget, closed
                                  + cv.stall(to, R[to] + dr, W[to] + dw))
                         gain = base + cv.stall(to, R[to], W[to]) - after
                     saved[to] = np.where(fits | (d == 0), gain, -np.inf)
-                to = saved.argmax(axis=0)
-                saved = saved[to, np.arange(x.size)]
-                cost = (x + d) * page_cost
-                net = np.where(ok, saved * horizon[n] - margin * cost, -np.inf)
+                    cost = (x * (page_cost + cs[n] + cs[m])
+                            + d * (page_cost + cs[m] + cs[to]))
+                    net[to] = np.where(ok, saved[to] * horizon[n] - margin * cost, -np.inf)
+                to = net.argmax(axis=0)
+                cols = np.arange(x.size)
+                saved, net = saved[to, cols], net[to, cols]
                 i = int(np.argmax(net))
                 if net[i] > 0 and (best is None or net[i] > best[0]):
+                    cost = (saved[i] * horizon[n] - net[i]) / margin
                     best = (net[i], n, m, int(x[i]), int(to[i]), int(d[i]),
-                            float(saved[i]), float(cost[i]), q[i], qd[i])
+                            float(saved[i]), float(cost), q[i], qd[i])
         if best is None:
             break
         _, n, m, x, to, d, saved, cost, q, qd = best

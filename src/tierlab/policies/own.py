@@ -38,7 +38,9 @@ Decision, every aggregation:
    by `margin`. Gains are thread-seconds saved over the horizon: the change of both
    nodes' stall under their load curves when the region takes its share of the source
    node's counted traffic (`_saved`; rate x the difference of the unloaded latencies
-   without counters). Uniform access (STREAM, uniform GUPS) has no significant
+   without counters), taken where the decision's earlier moves left the nodes' load
+   (`_shift`): judged each alone, the moves of one decision overshot the balance
+   together and the next decision moved them back. Uniform access (STREAM, uniform GUPS) has no significant
    difference, so nothing moves: the static placement is kept.
 4. **Load balance over every node** (with counters; no published system balances
    more than two tiers): the budget the region moves left goes to moves of random
@@ -141,6 +143,8 @@ class Tierlab(Policy):
         self._total = None  #: our allocated pages at the last decision
         self._grown: list[int] = []  #: pages we allocated in each recent aggregation
         self.reserve = 0  #: pages kept free on the top node for our allocations
+        self._load = None  #: our reads and writes per node, as this decision's moves leave them
+        self._copy_stall = None  #: per node, the stall one page copied there causes (s)
 
     def attach(self, sim) -> None:
         super().attach(sim)
@@ -253,7 +257,7 @@ class Tierlab(Policy):
         room = (mem.free - mem.wmark_high).astype(float)
         horizon = np.full(k, self.monitor.aggr_interval)  # repaid within one
         steps, R1, W1 = plan(cv, held, room, horizon, self.copy_s + self.shootdown_s,
-                             self.margin, budget, closed=self._closed, load=self._load)
+                             self.margin, budget, closed=self._closed, load=None)
         order = [rng.permutation(m.size) for m in mine]
         taken = [np.zeros(0, dtype=np.int64) for _ in range(k)]
 
@@ -282,7 +286,7 @@ class Tierlab(Policy):
                 moved += got_d
                 out.append({"pages": int(got_d), "from": int(m), "to": int(to),
                             "reason": "displaced by a load shed", "gain_s": 0.0,
-                            "cost_s": float(got_d * (self.copy_s + self.shootdown_s))})
+                            "cost_s": float(got_d * self._page_cost(m, to))})
             got_x = self.sim.migrate(draw(n, x), m, reason="tierlab")
             moved += got_x
             self.spread += got_x
@@ -321,6 +325,7 @@ class Tierlab(Policy):
         cv = self.curves
         #: our reads and writes per node as the moves made so far leave them
         self._load = (cv.R.copy(), cv.W.copy()) if cv is not None else None
+        self._copy_stall = cv.copy_stall() if self.balance_entry is not None else None
         budget = int(0.5 * self.sim.machine.migrate_bw * mon.aggr_interval / PAGE)
         want = self._fill(lam, size, ok, node)
         horizon = np.maximum(np.asarray(r.age, dtype=float) + 1.0,
@@ -395,10 +400,11 @@ class Tierlab(Policy):
         `rate` estimated accesses/s from node src to node dst. With the load curves
         (counters read), the pages take their share of src's counted reads and writes
         (their share of its estimated accesses; of its pages where the estimates see
-        none) and the saving is the change of both nodes' stall under the curves, the
-        move's own effect on their queueing included: the rebalance and the region
-        moves answer to one model, and a move pays only where the marginal latency,
-        not the average, is lower. Without counters, rate x the difference of the
+        none) and the saving is the change of both nodes' stall under the curves, at
+        the load the decision's moves so far left (`_load`), the move's own effect on
+        their queueing included: the rebalance and the region moves answer to one
+        model, and a move pays only where the marginal latency, not the average, is
+        lower. Without counters, rate x the difference of the
         unloaded latencies."""
         cv = self.curves
         if cv is None or self.balance_entry is None:
@@ -409,6 +415,16 @@ class Tierlab(Policy):
         r, w = np.minimum(r, Rs), np.minimum(w, Ws)
         return (cv.stall(src, Rs, Ws) - cv.stall(src, Rs - r, Ws - w)
                 - (cv.stall(dst, Rd + r, Wd + w) - cv.stall(dst, Rd, Wd)))
+
+    def _page_cost(self, src, dst) -> float:
+        """Thread-seconds one page's move from src to dst costs: the copy's CPU and
+        TLB shootdown, and with the load curves the stall its traffic causes on both
+        nodes at the decision's counted load (`LoadCurves.copy_stall`; near
+        saturation a copy delays every access queued behind it)."""
+        c = self.copy_s + self.shootdown_s
+        if self._copy_stall is not None:
+            c += float(self._copy_stall[src] + self._copy_stall[dst])
+        return c
 
     def _traffic(self, rate, src, pages):
         """The counted reads and writes per second that `pages` pages carrying `rate`
@@ -462,7 +478,7 @@ class Tierlab(Policy):
                 if budget <= 0:
                     break
                 pages = int(size[p])
-                copy = pages * (self.copy_s + self.shootdown_s)
+                copy = pages * self._page_cost(node[p], d)
                 g = float(self._saved(lam[p] * pages, node[p], d, pages))  # as loads are now
                 if g <= 0:
                     self.refused_cost += 1
@@ -488,7 +504,7 @@ class Tierlab(Policy):
                     vmax = max(vmax, h[v] + self.z * np.hypot(se[p], se[v]))
                     to = self._dest(d, want[v])
                     vloss -= self._saved(lam[v] * c, d, to, c)
-                    vcost += c * (self.copy_s + self.shootdown_s)
+                    vcost += c * self._page_cost(d, to)
                     if used[v] + c >= size[v]:
                         j += 1
                 if freed < need:
@@ -506,7 +522,7 @@ class Tierlab(Policy):
                     a = int(s[v] + used[v])
                     budget -= self._move(a, a + c, d, to, "displaced by a hotter region",
                                          self._saved(lam[v] * c, d, to, c) * hz,
-                                         c * (self.copy_s + self.shootdown_s), out)
+                                         c * self._page_cost(d, to), out)
                     self._shift(lam[v] * c, d, to, c)
                     used[v] += c
                     taken[v] = True
@@ -576,7 +592,7 @@ class Tierlab(Policy):
             to = self._dest(top, want[v])
             moved += self._move(s[v], s[v] + c, top, to, "room for new allocations",
                                 -float(lam[v] * c * (self.lat[to] - self.lat[top])),
-                                c * (self.copy_s + self.shootdown_s), out)
+                                c * self._page_cost(top, to), out)
             self._shift(lam[v] * c, top, to, c)
         return moved
 
