@@ -188,6 +188,37 @@ def test_plan_leaves_a_balanced_or_costly_state_alone():
     assert plan(cv, [10000] * 3, [1e6] * 3, np.ones(3), 1e-6, 1.0, 10**6)[0] == []
 
 
+def test_copy_stall_is_the_stall_a_copys_traffic_adds():
+    """A page copied to or from a node is PAGE bytes of background traffic there (the
+    engine's copies in flight: PAGE / read_bw of utilisation for a second); its cost
+    to us is our stall's growth under that utilisation, small on an idle node and
+    hundreds of times the CPU copy near saturation."""
+    from tierlab.units import PAGE
+    R = np.array([0.96e9 / 64, 0.5e9 / 64, 0.01 * 4e8 / 64])
+    cv = curves_at(R)
+    cs = cv.copy_stall()
+    for n in range(3):
+        bump = PAGE / [1e9, 1e9, 4e8][n] * 1e-3  # a thousandth of a page, for a derivative
+        b = cv.b.copy()
+        cv.b[n] += bump
+        after = cv.stall(n, R[n], 0.0)
+        cv.b = b
+        assert cs[n] == pytest.approx((after - cv.stall(n, R[n], 0.0)) / 1e-3, rel=0.01)
+    assert cs[0] > 100 * cs[1] > 100 * 1e-6 and cs[2] < 1e-6
+
+
+def test_plan_on_saturated_nodes_does_not_trade_load_back():
+    """Every node near saturation: one share of node 1 goes to node 2, and the copies'
+    own traffic (`copy_stall`) keeps the plan from sending a share of node 2 straight
+    back, which the CPU cost of a copy alone did not."""
+    cv = curves_at([0.96e9 / 64, 0.95e9 / 64, 0.9 * 4e8 / 64])
+    moves, _, _ = plan(cv, [10000] * 3, [1e6] * 3, np.ones(3), 1e-6, 1.0, 10**6)
+    pairs = [(n, m) for n, m, *_ in moves]
+    assert pairs and not any((m, n) in pairs for n, m in pairs)
+    for n, m, x, to, d, saved, cost in moves:
+        assert cost >= x * cv.copy_stall()[[n, m]].sum() * 0.5
+
+
 def test_every_move_is_explained(tmp_path):
     path = tmp_path / "explain.jsonl"
     rec = tierlab.run(machine="optane-2tier", workload="gups:hotset", policy="tierlab",

@@ -100,44 +100,38 @@ class LoadCurves:
         u = np.clip(self.b + self.a * (self.kr * R + self.kw * W), 0.0, U_MAX)
         return (R + W) * self.L0 / (2 * (1 - u) ** 2) * self.kr * (PAGE / LINE)
 
-    def marginal(self, n, R=None, W=None):
+    def marginal(self, n):
         """d stall / d(share of the node's traffic), per access moved (s): what one
-        more access like the node's own costs there, its queueing effect included;
-        at the counted traffic, or at our reads R and writes W there."""
-        R = self.R[n] if R is None else R
-        W = self.W[n] if W is None else W
+        more access like the node's own costs there, its queueing effect included."""
+        R, W = self.R[n], self.W[n]
         e = 1e-3
         return ((self.stall(n, R * (1 + e), W * (1 + e)) - self.stall(n, R, W))
                 / max(e * (R + W), 1e-300))
 
 
-def plan(cv: LoadCurves, pages, room, horizon, page_cost, margin, budget, closed=None,
-         load=None):
+def plan(cv: LoadCurves, pages, room, horizon, page_cost, margin, budget, closed=None):
     """Moves of random shares of a node's pages to another node that lower the total
     stall most, each made when its stall saved over `horizon` (s, per source node)
     repays `margin` x its copies (`page_cost` s each, plus the stall each copy's
-    traffic causes on the two nodes it crosses, `LoadCurves.copy_stall`). A share q of node n's pages
-    (`pages`, per node) carries q of its reads and writes in expectation; where the
-    destination m lacks `room`, as many of m's pages (a random share of them, with
-    their share of its traffic) go to the node, n included, where they cost least.
-    Greedy, best net gain first, up to MAX_STEPS moves and `budget` pages copied.
+    traffic causes on the two nodes it crosses, `LoadCurves.copy_stall`). A share q
+    of node n's pages (`pages`, per node) carries q of its reads and writes in
+    expectation; where the destination m lacks `room`, as many of m's pages (a random
+    share of them, with their share of its traffic) go to the node, n included, where
+    they cost least. Greedy, best net gain first, up to MAX_STEPS moves and `budget` pages copied.
     Nodes `closed` (a mask) take no load: those that shed it a decision ago, so two
     saturated nodes do not pass the same load back and forth.
     Only nodes whose queueing matters shed (marginal latency over (1 + QUEUEING) x
     the unloaded one): random pages carry a node's average heat, so between unloaded
     nodes a swap would only trade the order of pages by heat, which the region moves
     know better.
-    `load`: our reads and writes per node to start from (the counted ones by default;
-    own.py passes them as its region moves left them).
     Returns the moves [(n, m, pages_moved, to, pages_displaced, saved_per_s,
     cost_s)] and the reads and writes per node they lead to."""
-    R, W = (cv.R, cv.W) if load is None else load
-    R, W = np.array(R, dtype=float), np.array(W, dtype=float)
+    R, W = cv.R.copy(), cv.W.copy()
     P = np.asarray(pages, dtype=float).copy()
     room = np.asarray(room, dtype=float).copy()
     k = R.size
     out = []
-    queued = np.array([cv.marginal(n, R[n], W[n]) for n in range(k)]) > (1 + QUEUEING) * cv.L0
+    queued = np.array([cv.marginal(n) for n in range(k)]) > (1 + QUEUEING) * cv.L0
     for _ in range(MAX_STEPS):
         best = None
         for n in range(k):

@@ -23,7 +23,9 @@ Decision, every aggregation:
    Linux backend, `balance=off`) latencies are the unloaded ones and step 4 is off.
 3. **Region moves, admitted by gain against cost** (ALTO, ARMS): a promotion into a
    node with room is made when its expected gain over the region's horizon exceeds
-   `margin` (1) times its copy and shootdown cost. The horizon is the longer of the
+   `margin` (1) times its cost: the copy's CPU and TLB shootdown, and with the load
+   curves the stall the copy's traffic causes on both nodes (`_page_cost`; near
+   saturation a copy delays every access queued behind it). The horizon is the longer of the
    region's DAMON age (a pattern that held for a seconds is expected to hold about a
    more) and the time the move has been wanted and deferred (ski rental: once the gain
    missed so far repays the copy, moving costs at most twice the best choice in
@@ -40,16 +42,19 @@ Decision, every aggregation:
    node's counted traffic (`_saved`; rate x the difference of the unloaded latencies
    without counters), taken where the decision's earlier moves left the nodes' load
    (`_shift`): judged each alone, the moves of one decision overshot the balance
-   together and the next decision moved them back. Uniform access (STREAM, uniform GUPS) has no significant
-   difference, so nothing moves: the static placement is kept.
+   together and the next decision moved them back. Uniform access (STREAM, uniform
+   GUPS) has no significant difference, so nothing moves: the static placement is
+   kept.
 4. **Load balance over every node** (with counters; no published system balances
    more than two tiers): the budget the region moves left goes to moves of random
    shares of a queueing node's pages to the node where they lower the total stall most
    (displacing random pages of a full one), planned on the load curves
-   (`loadbalance.plan`) and made when the stall saved over the time the node has shed
-   repays the copies. The counters, not the regions' estimates, say where the load
-   is, so this works where the regions cannot resolve the hot pages (n copies of a
-   program, a few very hot pages in big regions). Region moves do not go into a node
+   (`loadbalance.plan`, from the counted load: the regions' estimates misplace load
+   that is spread thinly) and made when the stall saved over one aggregation repays
+   the copies, their traffic's stall included. The counters, not the regions'
+   estimates, say where the load is, so this works where the regions cannot resolve
+   the hot pages (n copies of a program, a few very hot pages in big regions). Region
+   moves do not go into a node
    that shed load at the previous decision.
 5. **Headroom for our allocations** (`headroom=on`): the top node keeps free the most
    pages we allocated in one of the last 4 aggregations (at most a quarter of it),
@@ -257,7 +262,7 @@ class Tierlab(Policy):
         room = (mem.free - mem.wmark_high).astype(float)
         horizon = np.full(k, self.monitor.aggr_interval)  # repaid within one
         steps, R1, W1 = plan(cv, held, room, horizon, self.copy_s + self.shootdown_s,
-                             self.margin, budget, closed=self._closed, load=None)
+                             self.margin, budget, closed=self._closed)
         order = [rng.permutation(m.size) for m in mine]
         taken = [np.zeros(0, dtype=np.int64) for _ in range(k)]
 
