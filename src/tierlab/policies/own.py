@@ -49,9 +49,10 @@ Decision, every aggregation:
    more than two tiers): the budget the region moves left goes to moves of random
    shares of a queueing node's pages to the node where they lower the total stall most
    (displacing random pages of a full one), planned on the load curves
-   (`loadbalance.plan`, from the counted load: the regions' estimates misplace load
-   that is spread thinly) and made when the stall saved over one aggregation repays
-   the copies, their traffic's stall included. The counters, not the regions'
+   (`loadbalance.plan`, from the counted load) and made when the stall saved over the
+   source node's load age (the time its traffic has held within 10%; it starts again
+   on the nodes a shed moves load between) repays the copies, their traffic's stall
+   included. The counters, not the regions'
    estimates, say where the load is, so this works where the regions cannot resolve
    the hot pages (n copies of a program, a few very hot pages in big regions). Region
    moves do not go into a node
@@ -97,6 +98,7 @@ CAP_DOWN, CAP_UP = 0.8, 0.05  #: the top node's cap steps (multiplicative, addit
 #: the cap comes down while the top node's marginal latency exceeds the next node's by
 #: CAP_ABOVE, and goes back up while it is below CAP_BELOW times it
 CAP_ABOVE, CAP_BELOW = 1.2, 0.9
+LOAD_AGE_BAND = 0.1  #: a node's traffic "held" while within 10% of the last decision's
 PROBE = 5  #: pages per region looked at for its node (evenly spaced)
 EXPLAIN_MOVES = 64  #: moves per decision written to --explain
 #: the top node keeps free the most we allocated in one of the last HEADROOM_AGGRS
@@ -148,8 +150,10 @@ class Tierlab(Policy):
         self._total = None  #: our allocated pages at the last decision
         self._grown: list[int] = []  #: pages we allocated in each recent aggregation
         self.reserve = 0  #: pages kept free on the top node for our allocations
-        self._load = None  #: our reads and writes per node, as this decision's moves leave them
+        self._load = None  #: our reads and writes per node as this decision's moves left them
         self._copy_stall = None  #: per node, the stall one page copied there causes (s)
+        self._load_age = None  #: per node, decisions its traffic has held (`_observe`)
+        self._last_T = None  #: per node, the traffic (reads + writes /s) last counted
 
     def attach(self, sim) -> None:
         super().attach(sim)
@@ -215,6 +219,14 @@ class Tierlab(Policy):
             self.curves = LoadCurves(self.lat, self._read_bw, self._write_bw)
         cv = self.curves
         cv.update(R, W, lat)
+        # DAMON's age rule on each node's traffic: it grows while the traffic stays
+        # within LOAD_AGE_BAND of the last decision's, and starts again otherwise
+        T = R + W
+        if self._load_age is None:
+            self._load_age, self._last_T = np.zeros(T.size, dtype=int), T
+        same = np.abs(T - self._last_T) <= LOAD_AGE_BAND * np.maximum(self._last_T, 1e-9)
+        self._load_age = np.where(same, self._load_age + 1, 0)
+        self._last_T = T
         self.balance_entry = {"nodes": [
             {"node": n, "reads_per_s": float(R[n]), "writes_per_s": float(W[n]),
              "loaded_ns": float(cv.latency(n, R[n], W[n]) * 1e9), "util": float(cv.u[n]),
@@ -238,9 +250,12 @@ class Tierlab(Policy):
         share of a node's pages carries that share of its traffic in expectation
         however coarse the regions: the counters, not the regions' estimates, say
         where the load is (weighted interleaving, as Linux's MPOL_WEIGHTED_INTERLEAVE,
-        with weights from the load curves). A shed must repay its copies within one
-        aggregation; nodes that shed at the last decision take none. Returns the pages
-        moved."""
+        with weights from the load curves). A shed must repay its copies, their
+        traffic's stall included, within its source node's load age: the decisions
+        its traffic has stayed within LOAD_AGE_BAND of the last (DAMON's age rule, on
+        a node; a load that held for t is expected to hold about t more), which
+        starts again on the nodes a shed moves load between. Nodes that shed at the
+        last decision take none. Returns the pages moved."""
         cv = self.curves
         R = cv.R
         size = e - s
@@ -260,7 +275,8 @@ class Tierlab(Policy):
         held = np.array([m.size for m in mine]) * (span / pages.size)  # pages per node
         mem = self.sim.mem
         room = (mem.free - mem.wmark_high).astype(float)
-        horizon = np.full(k, self.monitor.aggr_interval)  # repaid within one
+        # a load that held for t is expected to hold about t more (as a region's age)
+        horizon = np.maximum(self._load_age, 1) * self.monitor.aggr_interval
         steps, R1, W1 = plan(cv, held, room, horizon, self.copy_s + self.shootdown_s,
                              self.margin, budget, closed=self._closed)
         order = [rng.permutation(m.size) for m in mine]
@@ -296,6 +312,7 @@ class Tierlab(Policy):
             moved += got_x
             self.spread += got_x
             self._shed_from[n] = True
+            self._load_age[[n, m, to] if d else [n, m]] = 0  # our move changed their load
             out.append({"pages": int(got_x), "from": int(n), "to": int(m),
                         "reason": "load shed to lower the total stall",
                         "gain_s": float(saved * horizon[n]), "cost_s": float(cost)})
