@@ -77,6 +77,11 @@ def test_readme_gives_every_cell_an_interval_over_seeds():
     text = rb.readme(cells, POLS, s, 1 / 64, runs)
     row = next(ln for ln in text.splitlines() if ln.startswith("| t capacity | w | 0.95 ["))
     assert "| hemem | 1.90x [" in row and row.endswith("faster |")
+    assert text.startswith("# tierlab's own policy against `hemem`\n")
+    alone = [p for p in POLS if p != "hemem"]  # `--policies tierlab`: static is the best other
+    text = rb.readme(cells, alone, rb.summarise(cells, alone, runs), 1 / 64, runs)
+    assert text.startswith("# tierlab's own policy against `static` and the oracle\n")
+    assert "is `static`" in text
 
 
 def test_reproduce_beyond_writes_its_report_from_the_runs(tmp_path, monkeypatch):

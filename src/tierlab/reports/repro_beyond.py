@@ -232,6 +232,10 @@ def readme(cells, pols, summary, scale, runs=()) -> str:
     title = "every other" if every else ", ".join(f"`{p}`" for p in others)
     subset = "" if every else ("The other systems are a subset, chosen with `--policies`: "
                                "\"best other\" below is the best of these.\n\n")
+    if not others:
+        title = "`static` and the oracle"
+        subset = ("No other system was run (`--policies tierlab`): \"best other\" below "
+                  "is `static`.\n\n")
     return f"""# tierlab's own policy against {title}
 
 {subset}Throughput over the oracle's (the bandwidth-aware bound) in every cell; `tierlab` is
