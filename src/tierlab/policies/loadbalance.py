@@ -117,7 +117,8 @@ def plan(cv: LoadCurves, pages, room, horizon, page_cost, margin, budget, closed
     of node n's pages (`pages`, per node) carries q of its reads and writes in
     expectation; where the destination m lacks `room`, as many of m's pages (a random
     share of them, with their share of its traffic) go to the node, n included, where
-    they cost least. Greedy, best net gain first, up to MAX_STEPS moves and `budget` pages copied.
+    they cost least. Greedy, best net gain first, up to MAX_STEPS moves and `budget`
+    pages copied.
     Nodes `closed` (a mask) take no load: those that shed it a decision ago, so two
     saturated nodes do not pass the same load back and forth.
     Only nodes whose queueing matters shed (marginal latency over (1 + QUEUEING) x

@@ -25,12 +25,13 @@ Decision, every aggregation:
    node with room is made when its expected gain over the region's horizon exceeds
    `margin` (1) times its cost: the copy's CPU and TLB shootdown, and with the load
    curves the stall the copy's traffic causes on both nodes (`_page_cost`; near
-   saturation a copy delays every access queued behind it). The horizon is the longer of the
-   region's DAMON age (a pattern that held for a seconds is expected to hold about a
-   more) and the time the move has been wanted and deferred (ski rental: once the gain
-   missed so far repays the copy, moving costs at most twice the best choice in
-   hindsight; without it a region whose heat changes every aggregation, the hot tail
-   of a recency pattern whose age keeps resetting, waits for ever). Into a full node a
+   saturation a copy delays every access queued behind it). The horizon is the
+   longer of the region's DAMON age (a pattern that held for a seconds is expected to
+   hold about a more) and the time the move has been wanted and deferred (ski
+   rental: once the gain missed so far repays the copy, moving costs at most twice
+   the best choice in hindsight; without it a region whose heat changes every
+   aggregation, the hot tail of a recency pattern whose age keeps resetting, waits
+   for ever). Into a full node a
    promotion displaces the coldest regions there (demoted to their own place, or the
    next node down); the pair is made only if the promoted region is hotter than every
    displaced one beyond their difference's binomial noise (a two-sample test: h_p -
@@ -52,11 +53,10 @@ Decision, every aggregation:
    (`loadbalance.plan`, from the counted load) and made when the stall saved over the
    source node's load age (the time its traffic has held within 10%; it starts again
    on the nodes a shed moves load between) repays the copies, their traffic's stall
-   included. The counters, not the regions'
-   estimates, say where the load is, so this works where the regions cannot resolve
-   the hot pages (n copies of a program, a few very hot pages in big regions). Region
-   moves do not go into a node
-   that shed load at the previous decision.
+   included. The counters, not the regions' estimates, say where the load is, so this
+   works where the regions cannot resolve the hot pages (n copies of a program, a few
+   very hot pages in big regions). Region moves do not go into a node that shed load
+   at the previous decision.
 5. **Headroom for our allocations** (`headroom=on`): the top node keeps free the most
    pages we allocated in one of the last 4 aggregations (at most a quarter of it),
    the fill placing that many fewer there. The coldest regions the fill places lower
@@ -345,7 +345,7 @@ class Tierlab(Policy):
         self._closed, self._shed_from = self._shed_from, np.zeros(k, dtype=bool)
         self._observe()
         cv = self.curves
-        #: our reads and writes per node as the moves made so far leave them
+        # our reads and writes per node as the moves made so far leave them
         self._load = (cv.R.copy(), cv.W.copy()) if cv is not None else None
         self._copy_stall = cv.copy_stall() if self.balance_entry is not None else None
         budget = int(0.5 * self.sim.machine.migrate_bw * mon.aggr_interval / PAGE)
@@ -426,8 +426,7 @@ class Tierlab(Policy):
         the load the decision's moves so far left (`_load`), the move's own effect on
         their queueing included: the rebalance and the region moves answer to one
         model, and a move pays only where the marginal latency, not the average, is
-        lower. Without counters, rate x the difference of the
-        unloaded latencies."""
+        lower. Without counters, rate x the difference of the unloaded latencies."""
         cv = self.curves
         if cv is None or self.balance_entry is None:
             return rate * (self.lat[src] - self.lat[dst])
