@@ -1,6 +1,7 @@
 # damonview: what the kernel's DAMON sees of a hot range under this emulator, nothing moving.
 # hotcold (hot_mib=64 first touched on node 1, cold_mib=128 on node 0, write_share=0.2)
-# runs `seconds` (20); no tiering (NUMA balancing off, demotion off). Once it is ready,
+# runs until the views are read (SIGTERM then; it prints its done line), `seconds` (20) of
+# them from its ready line; no tiering (NUMA balancing off, demotion off). Once it is ready,
 # kdamond 0 watches its virtual addresses (vaddr) and kdamond 1 node 1's physical
 # addresses (paddr), each with the sample/aggregation intervals of tiering's DAMON
 # (TL_damon_sample_ms 5, TL_damon_aggr_ms 100), 10-1000 regions and one `stat` scheme over
@@ -16,7 +17,7 @@ start_tickers
 res zoneinfo nodes "$(zoneinfo_json)"
 res sizes hot_mib "$HOT" cold_mib "$COLD" seconds "$SECS"
 /bin/hotcold --hot-mib "$HOT" --cold-mib "$COLD" --hot-node 1 --cold-node 0 \
-  --seconds $((SECS + 5)) --interval-ms 1000 --write-share "${TL_write_share:-0.2}" \
+  --seconds $((SECS + 600)) --interval-ms 1000 --write-share "${TL_write_share:-0.2}" \
   --ready-file /tmp/w.ready > /tmp/w.out 2>/tmp/w.err &
 wl=$!
 # damon_view_on PID: kdamond 0 vaddr on PID, kdamond 1 paddr on node 1, a stat scheme each
