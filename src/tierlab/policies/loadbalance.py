@@ -156,6 +156,7 @@ def plan(cv: LoadCurves, pages, room, horizon, page_cost, margin, budget, closed
                 cs = cv.copy_stall(R, W)
                 saved = np.full((k, x.size), -np.inf)
                 net = np.full((k, x.size), -np.inf)
+                costs = np.zeros((k, x.size))
                 for to in range(k):
                     if to == m:
                         continue
@@ -168,17 +169,17 @@ def plan(cv: LoadCurves, pages, room, horizon, page_cost, margin, budget, closed
                                  + cv.stall(to, R[to] + dr, W[to] + dw))
                         gain = base + cv.stall(to, R[to], W[to]) - after
                     saved[to] = np.where(fits | (d == 0), gain, -np.inf)
-                    cost = (x * (page_cost + cs[n] + cs[m])
-                            + d * (page_cost + cs[m] + cs[to]))
-                    net[to] = np.where(ok, saved[to] * horizon[n] - margin * cost, -np.inf)
+                    costs[to] = (x * (page_cost + cs[n] + cs[m])
+                                 + d * (page_cost + cs[m] + cs[to]))
+                    net[to] = np.where(ok, saved[to] * horizon[n] - margin * costs[to],
+                                       -np.inf)
                 to = net.argmax(axis=0)
                 cols = np.arange(x.size)
-                saved, net = saved[to, cols], net[to, cols]
+                saved, net, cost = saved[to, cols], net[to, cols], costs[to, cols]
                 i = int(np.argmax(net))
                 if net[i] > 0 and (best is None or net[i] > best[0]):
-                    cost = (saved[i] * horizon[n] - net[i]) / margin
                     best = (net[i], n, m, int(x[i]), int(to[i]), int(d[i]),
-                            float(saved[i]), float(cost), q[i], qd[i])
+                            float(saved[i]), float(cost[i]), q[i], qd[i])
         if best is None:
             break
         _, n, m, x, to, d, saved, cost, q, qd = best

@@ -433,7 +433,6 @@ class Tierlab(Policy):
         R, W = self._load
         Rs, Ws, Rd, Wd = R[src], W[src], R[dst], W[dst]
         r, w = self._traffic(rate, src, pages)
-        r, w = np.minimum(r, Rs), np.minimum(w, Ws)
         return (cv.stall(src, Rs, Ws) - cv.stall(src, Rs - r, Ws - w)
                 - (cv.stall(dst, Rd + r, Wd + w) - cv.stall(dst, Rd, Wd)))
 
@@ -451,11 +450,13 @@ class Tierlab(Policy):
         """The counted reads and writes per second that `pages` pages carrying `rate`
         estimated accesses/s take from node src: their share of its estimated
         accesses (of its pages where the estimates see none) of its counted traffic
-        at the decision's start."""
+        at the decision's start, at most what the decision's moves have left there."""
         A, P = self._A[src], self._held[src]
         share = np.where(A > 0, rate / np.where(A > 0, A, 1.0), pages / np.maximum(P, 1))
         share = np.minimum(share, 1.0)
-        return self.curves.R[src] * share, self.curves.W[src] * share
+        R, W = self._load
+        return (np.minimum(self.curves.R[src] * share, R[src]),
+                np.minimum(self.curves.W[src] * share, W[src]))
 
     def _shift(self, rate, src, dst, pages) -> None:
         """Book a made move's traffic in the decision's running load, so the gain of
@@ -465,7 +466,6 @@ class Tierlab(Policy):
             return
         R, W = self._load
         r, w = self._traffic(rate, src, pages)
-        r, w = min(float(r), R[src]), min(float(w), W[src])
         R[src] -= r
         W[src] -= w
         R[dst] += r
