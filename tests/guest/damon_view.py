@@ -1,7 +1,10 @@
 """What the kernel's DAMON sees of a hotcold process: each second, every kdamond's
 regions (its stat scheme's tried_regions) summed over hotcold's hot and cold ranges.
 
-    python3 damon_view.py --ready FILE --seconds S [--interval-ms 1000] [--prefix P]
+    python3 damon_view.py --ready FILE --seconds S [--views N] [--interval-ms 1000]
+                          [--prefix P]
+
+It reads for S seconds and at least N times (a slow guest reads less often).
 
 kdamond 0 watches the process's virtual addresses (vaddr), kdamond 1, when there is one,
 node 1's physical addresses (paddr). Each read prints one JSON line:
@@ -58,6 +61,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ready", required=True, help="hotcold's ready file")
     ap.add_argument("--seconds", type=float, required=True)
+    ap.add_argument("--views", type=int, default=0, help="read at least this many times")
     ap.add_argument("--interval-ms", type=float, default=1000)
     ap.add_argument("--prefix", default="")
     a = ap.parse_args()
@@ -67,8 +71,9 @@ def main() -> None:
     ctxs = {"vaddr": 0}
     if read_int(f"{K}/nr_kdamonds") > 1:
         ctxs["paddr"] = 1
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < a.seconds:
+    t0, n = time.monotonic(), 0
+    while time.monotonic() - t0 < a.seconds or n < a.views:
+        n += 1
         time.sleep(a.interval_ms / 1000)
         out = {"kind": "damon-view", "t": round(time.monotonic() - t0, 3)}
         for name, k in ctxs.items():

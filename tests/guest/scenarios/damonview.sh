@@ -47,7 +47,7 @@ damon_view_on() {
 ok=false
 if wait_file /tmp/w.ready 300 $wl && damon_view_on $wl; then
   ok=true
-  python3 /guest/damon_view.py --ready /tmp/w.ready --seconds "$SECS" \
+  python3 /guest/damon_view.py --ready /tmp/w.ready --seconds "$SECS" --views "${TL_views:-4}" \
     --interval-ms "${TL_interval_ms:-1000}" --prefix "TIERLAB-RESULT "
 fi
 kill -TERM $wl 2>/dev/null; wait $wl
